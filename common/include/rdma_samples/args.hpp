@@ -1,0 +1,117 @@
+/**
+ * @file args.hpp
+ * @brief The command line shared by every sample: DOCA's flags, plus -t and -v.
+ *
+ * DOCA users can keep their habits: `-d`, `-g`, `-ld`, `-re`, `-m`, `-cm`, `-lp`, `-sa`, `-sat`,
+ * `-s`/`-r`/`-w`, `-nc` mean what they mean in the DOCA RDMA samples. Each program accepts only the
+ * flags that make sense for it (the read requester takes `-r`, not `-w`). A bad flag or value ends the
+ * program with exit status 2 and one line that says what is wrong.
+ */
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace rdma_samples {
+
+/** @brief DOCA's default path of the connection descriptor this side writes. */
+inline constexpr const char *default_local_descriptor_path = "/tmp/local_connection_desc_path.txt";
+/** @brief DOCA's default path of the connection descriptor this side reads. */
+inline constexpr const char *default_remote_descriptor_path = "/tmp/remote_connection_desc_path.txt";
+/** @brief DOCA's default path of the mmap or sync-event descriptor. */
+inline constexpr const char *default_resource_descriptor_path = "/tmp/remote_resource_desc_path.txt";
+/** @brief The default message (`-s`, `-r`, `-w`). */
+inline constexpr const char *default_message = "Hi RDMA!";
+/** @brief The longest message a sample moves, in bytes (DOCA's limit). */
+inline constexpr std::size_t max_message_length = 256;
+/** @brief DOCA's default RDMA CM port. */
+inline constexpr std::uint16_t default_cm_port = 13579;
+
+/** @brief How `-sa` is to be read (`-sat`). */
+enum class AddrType { ipv4, ipv6, gid };
+
+/** @brief Everything the command line can set. Fields a program does not accept keep their default. */
+struct Args {
+    std::string device;                   ///< -d: RDMA device name; empty = first with an active port
+    std::optional<int> gid_index;         ///< -g: GID index; empty = best GID (see device.hpp)
+    std::string local_descriptor_path = default_local_descriptor_path;      ///< -ld
+    std::string remote_descriptor_path = default_remote_descriptor_path;    ///< -re
+    std::string resource_descriptor_path = default_resource_descriptor_path; ///< -m
+    bool use_cm = false;                  ///< -cm: connect with librdmacm instead of files
+    std::uint16_t listen_port = default_cm_port; ///< -lp
+    std::optional<std::string> server_addr;      ///< -sa: given = RDMA CM client
+    AddrType server_addr_type = AddrType::ipv4;  ///< -sat
+    std::string message = default_message;       ///< -s, -r or -w, whichever the program takes
+    int num_connections = 1;              ///< -nc (multi_conn only)
+    int timeout_s = 30;                   ///< -t: seconds any single wait may last
+    bool verbose = false;                 ///< -v: trace every verbs call
+    bool help = false;                    ///< -h: print the usage and exit 0
+};
+
+/** @brief A flag that only one program has (a demonstration switch, an atomic operand...). */
+struct ExtraFlag {
+    std::string long_name{};   ///< without the dashes, e.g. "op"
+    std::string value_name{};  ///< e.g. "N"; empty for a switch that takes no value
+    std::string help{};        ///< one line for --help
+    std::string default_text{}; ///< shown in --help as "(default: ...)"; may be empty
+    /** Called with the value (or "" for a switch); throws UsageError on a bad value. */
+    std::function<void(const std::string &)> apply{};
+};
+
+/** @brief Which flags a program takes, and how it describes itself in --help. */
+struct ProgramSpec {
+    std::string name{};        ///< installed name, e.g. "rdma_write_requester"
+    std::string role{};        ///< prefix of error lines, e.g. "requester"
+    std::string summary{};     ///< one line for --help
+    char message_flag = 0;   ///< 's', 'r' or 'w' (0: no message flag)
+    std::string message_help{}; ///< help text of the message flag
+    bool resource_descriptor = true; ///< whether -m applies
+    bool multi_conn = false; ///< whether -nc applies
+    std::vector<ExtraFlag> extra{}; ///< program-specific flags
+};
+
+/** @brief A bad command line; main() prints it as one line and exits 2. */
+class UsageError : public std::runtime_error {
+public:
+    using std::runtime_error::runtime_error;
+};
+
+/**
+ * @brief Parse the command line.
+ * @param spec which flags the program accepts
+ * @param argc,argv as given to main()
+ * @return the parsed arguments; `help` is set when -h was given
+ * @throws UsageError with a one-line reason for an unknown flag, a missing or bad value
+ */
+Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv);
+
+/** @brief The --help text: every flag the program takes, with its default. */
+std::string usage(const ProgramSpec &spec);
+
+/**
+ * @brief Parse an unsigned integer (decimal, or hex with 0x) within [lo, hi].
+ * @param flag  the flag name, for the message
+ * @param text  the value as typed
+ * @param lo,hi the accepted range
+ * @throws UsageError naming the flag, the value and the range
+ */
+std::uint64_t parse_number(const std::string &flag, const std::string &text, std::uint64_t lo, std::uint64_t hi);
+
+/**
+ * @brief The whole life of a sample's main(): parse, run, report.
+ *
+ * Prints the usage for -h (exit 0); a bad command line as one line on stderr (exit 2); runs @p run,
+ * and on an Error prints "<role>: step N failed: ..." and its hint on stderr. The last line on stdout is
+ * "Sample finished successfully" (exit 0) or "Sample finished with errors" (exit 1).
+ * @param spec the program's flags
+ * @param argc,argv as given to main()
+ * @param run  the lesson
+ * @return the process exit status
+ */
+int run_sample(const ProgramSpec &spec, int argc, char **argv, const std::function<void(const Args &)> &run);
+
+} // namespace rdma_samples

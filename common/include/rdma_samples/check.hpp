@@ -1,0 +1,109 @@
+/**
+ * @file check.hpp
+ * @brief Turn a failed verbs call or completion into an error that says what, why and what to check.
+ *
+ * Samples call check() on pointer-returning verbs, check_rc() on int-returning ones and check_wc() on
+ * completions. Each throws rdma_samples::Error; only main() (see run_sample()) catches it and prints
+ *
+ *     requester: step 4 failed: ibv_modify_qp(RTR): Network is unreachable (errno 101)
+ *     hint: the GID is link-local or has no route; try another -g (see ibv_devinfo -v)
+ *
+ * The hints live in one table, in check.cpp.
+ */
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cerrno>
+#include <stdexcept>
+#include <string>
+
+namespace rdma_samples {
+
+/** @brief An error with a one-line description and a hint of what to check. */
+class Error : public std::runtime_error {
+public:
+    /**
+     * @param what one line: the call or action that failed and why
+     * @param hint one line: what the user should check or try (may be empty)
+     */
+    Error(const std::string &what, std::string hint) : std::runtime_error(what), hint_(std::move(hint)) {}
+    /** @brief What to check or try next, or an empty string. */
+    const std::string &hint() const { return hint_; }
+
+private:
+    std::string hint_;
+};
+
+/**
+ * @brief The hint for a failed call, from the one table.
+ * @param call the verbs or system call, e.g. "ibv_reg_mr" or "ibv_modify_qp(RTR)"
+ * @param err  the errno value it failed with
+ * @return one line of advice, never empty
+ */
+std::string hint_for_errno(const std::string &call, int err);
+
+/**
+ * @brief The hint for a completion status, from the one table.
+ * @param status a work completion status other than IBV_WC_SUCCESS
+ * @return one line of advice, never empty
+ */
+std::string hint_for_wc_status(ibv_wc_status status);
+
+/** @brief The enum name of a completion status, e.g. "IBV_WC_REM_ACCESS_ERR". */
+const char *wc_status_name(ibv_wc_status status);
+
+/** @brief The enum name of a completion opcode, e.g. "IBV_WC_RDMA_WRITE". */
+const char *wc_opcode_name(ibv_wc_opcode opcode);
+
+/**
+ * @brief Throw an Error for @p call failing with @p err, with the errno text and its hint.
+ * @param call description of the call, including the arguments that matter
+ * @param err  errno value
+ */
+[[noreturn]] void fail_errno(const std::string &call, int err);
+
+namespace detail {
+/** @brief With -v, print a successful pointer-returning call and its result. */
+void trace_pointer(const std::string &call, const void *ptr);
+} // namespace detail
+
+/**
+ * @brief Check a pointer returned by a verbs call (NULL means failure, errno holds the reason).
+ * @param ptr  what the call returned
+ * @param call description of the call, e.g. "ibv_alloc_pd"
+ * @return @p ptr, when it is not NULL
+ */
+template <typename T> T *check(T *ptr, const std::string &call)
+{
+    if (ptr == nullptr)
+        fail_errno(call, errno != 0 ? errno : EINVAL);
+    detail::trace_pointer(call, ptr);
+    return ptr;
+}
+
+/**
+ * @brief Check an int returned by a verbs call. Verbs return 0 on success and either an errno value
+ * or -1 with errno set on failure; both are handled.
+ * @param rc   what the call returned
+ * @param call description of the call
+ */
+void check_rc(int rc, const std::string &call);
+
+/**
+ * @brief Check the result of ibv_poll_cq: negative is an error, otherwise the number of completions.
+ * @param n what ibv_poll_cq returned
+ * @return @p n when it is not negative
+ */
+int check_poll(int n);
+
+/**
+ * @brief Check a work completion: its status must be IBV_WC_SUCCESS and its opcode @p expected.
+ * @param wc       the completion taken from the CQ
+ * @param expected the opcode this completion must have (a successful completion with another opcode
+ *                 is a protocol error)
+ * @param what     what the work request was, for the message, e.g. "RDMA WRITE"
+ */
+void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what);
+
+} // namespace rdma_samples

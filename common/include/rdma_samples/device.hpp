@@ -1,0 +1,67 @@
+/**
+ * @file device.hpp
+ * @brief Open an RDMA device and choose the GID that addresses this side.
+ *
+ * On RoCE (Ethernet, which includes Soft-RoCE) a port has a table of GIDs, one per IP address and
+ * RoCE version. The right one for a sample is a RoCE v2 GID that carries an IPv4 address
+ * (::ffff:a.b.c.d); a link-local fe80:: GID works only when both sides share a link and has no route
+ * on a loopback device. choose_gid_index() makes that choice; `-g` overrides it.
+ */
+#pragma once
+
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/verbs.hpp>
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rdma_samples {
+
+/** @brief The kind of GID: InfiniBand, RoCE v1 (Ethernet frame) or RoCE v2 (UDP/IP). */
+enum class GidType { ib, roce_v1, roce_v2 };
+
+/** @brief One entry of a port's GID table, as choose_gid_index() sees it. */
+struct GidEntry {
+    int index = 0;                       ///< position in the table (what -g takes)
+    std::array<std::uint8_t, 16> raw{};  ///< the 128-bit GID
+    GidType type = GidType::roce_v2;     ///< how packets addressed with it are framed
+};
+
+/**
+ * @brief Pick the best GID of a port: RoCE v2 with an IPv4-mapped address, then any other RoCE v2 GID
+ * that is not link-local, then any non-link-local GID, then whatever is left.
+ * @param table  the valid (non-zero) entries of the port's GID table
+ * @param is_ib  true on an InfiniBand port, where GID 0 is always right
+ * @return the chosen index, or -1 when @p table is empty
+ */
+int choose_gid_index(const std::vector<GidEntry> &table, bool is_ib);
+
+/** @brief The GID as text: "::ffff:10.77.0.1" for IPv4-mapped, IPv6 notation otherwise. */
+std::string gid_to_string(const ibv_gid &gid);
+
+/** @brief Parse the text form back; returns false when @p text is no IPv6 address. */
+bool gid_from_string(const std::string &text, ibv_gid &gid);
+
+/** @brief An open device, its port, and the GID this side is addressed by. */
+struct Device {
+    ContextPtr ctx;            ///< the open device context
+    std::string name;          ///< e.g. "rxe0"
+    std::uint8_t port = 1;     ///< the port used (samples use port 1)
+    ibv_port_attr port_attr{}; ///< state, active MTU, LID, link layer
+    ibv_device_attr device_attr{}; ///< limits (max_qp_rd_atom, atomic_cap...)
+    int gid_index = 0;         ///< chosen or given (-g)
+    ibv_gid gid{};             ///< the GID at gid_index
+};
+
+/**
+ * @brief Open the device named by `-d`, or the first one with an active port, and choose the GID.
+ *
+ * Errors explain themselves: no device at all (with how to create a Soft-RoCE one), an unknown name
+ * (with the names that exist), a port that is not active, a GID index out of range or empty.
+ * @param args the parsed command line (-d, -g)
+ */
+Device open_device(const Args &args);
+
+} // namespace rdma_samples

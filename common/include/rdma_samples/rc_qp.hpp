@@ -1,0 +1,134 @@
+/**
+ * @file rc_qp.hpp
+ * @brief Create a Reliable Connected queue pair and move it INIT -> RTR -> RTS.
+ *
+ * rdma_write/requester.cpp writes these transitions out in full, with a comment on every attribute;
+ * the later lessons call these helpers instead. Read that lesson first.
+ */
+#pragma once
+
+#include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/verbs.hpp>
+
+#include <cstdint>
+
+namespace rdma_samples {
+
+/** @brief Retry counts used everywhere: 7 would mean "retry forever", so a dead peer would hang us. */
+inline constexpr int rc_retry_cnt = 6;
+/** @brief RNR retries: 7 would mean "forever" too; 6 ends a missing receive in an explained error. */
+inline constexpr int rc_rnr_retry = 6;
+/** @brief Local ACK timeout exponent: 4.096 us * 2^14 = 67 ms per try. */
+inline constexpr int rc_timeout = 14;
+
+/** @brief Queue sizes of a QP. */
+struct QpCaps {
+    std::uint32_t max_send_wr = 16; ///< send queue depth
+    std::uint32_t max_recv_wr = 16; ///< receive queue depth
+};
+
+/**
+ * @brief ibv_create_qp() for an RC QP whose send and receive completions both go to @p cq.
+ * @param pd   protection domain
+ * @param cq   completion queue
+ * @param caps queue depths
+ */
+QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps = {});
+
+/**
+ * @brief RESET -> INIT: bind the QP to a port and say what the PEER may do to our memory through it.
+ * @param qp           the queue pair
+ * @param dev          the device (its port)
+ * @param remote_access IBV_ACCESS_REMOTE_* flags the peer may use (0 for a QP that only initiates)
+ */
+void qp_to_init(ibv_qp *qp, const Device &dev, int remote_access);
+
+/**
+ * @brief INIT -> RTR: learn the peer (QPN, PSN, GID); from now on the QP accepts its packets.
+ * @param qp               the queue pair
+ * @param dev              the device (port, GID index)
+ * @param remote           the peer's connection descriptor
+ * @param max_dest_rd_atomic READs/atomics the peer may have outstanding at us (0 if none)
+ */
+void qp_to_rtr(ibv_qp *qp, const Device &dev, const ConnectionDescriptor &remote, int max_dest_rd_atomic = 0);
+
+/**
+ * @brief RTR -> RTS: the QP may now send.
+ * @param qp         the queue pair
+ * @param psn        the first PSN this side sends (the one published in our descriptor)
+ * @param max_rd_atomic READs/atomics we may have outstanding at the peer (0 if none)
+ */
+void qp_to_rts(ibv_qp *qp, std::uint32_t psn, int max_rd_atomic = 0);
+
+/** @brief The path MTU both sides can use: the smaller of ours and the peer's, as an enum. */
+ibv_mtu path_mtu(const Device &dev, int peer_mtu_bytes);
+
+/** @brief 256..4096 bytes for an ibv_mtu value. */
+int mtu_bytes(ibv_mtu mtu);
+
+/** @brief A random 24-bit packet sequence number. */
+std::uint32_t random_psn();
+
+/**
+ * @brief Our connection descriptor: how the peer reaches @p qp.
+ * @param qp    our queue pair
+ * @param dev   our device (LID, GID, active MTU)
+ * @param psn   our first PSN
+ * @param nonce our fresh nonce
+ */
+ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint32_t psn, std::uint64_t nonce);
+
+/**
+ * @brief Wait (bounded by @p timeout_s) for one completion on @p cq and check it.
+ *
+ * The loop the first lesson writes out: ibv_poll_cq() until it returns one completion, yielding the
+ * CPU between empty polls, then check_wc().
+ * @param cq        the completion queue
+ * @param timeout_s give up after this many seconds
+ * @param expected  the opcode the completion must have
+ * @param what      what is being waited for, e.g. "the RDMA READ completion"
+ * @return the completion
+ */
+ibv_wc poll_completion(ibv_cq *cq, int timeout_s, ibv_wc_opcode expected, const std::string &what);
+
+/**
+ * @brief Bounded waiting: pause() between empty polls, and throw once @p timeout_s has passed.
+ *
+ * The first few pauses only yield; later ones sleep a little, so that two peers polling on one CPU
+ * (Soft-RoCE does its work in the kernel, on the same CPU) do not starve each other.
+ */
+class Waiter {
+public:
+    /**
+     * @param timeout_s the bound
+     * @param what      what is waited for, for the timeout message
+     * @param hint      what to check on timeout
+     */
+    Waiter(int timeout_s, std::string what, std::string hint = {});
+    /** @brief Yield or sleep briefly; throws Error once the time is up. */
+    void pause();
+
+private:
+    long long deadline_ns_;
+    int timeout_s_;
+    unsigned polls_ = 0;
+    std::string what_;
+    std::string hint_;
+};
+
+/**
+ * @brief Post a zero-length SEND on @p qp and wait for its completion: the requester's goodbye.
+ *
+ * On an RC QP operations arrive in order, so when the responder receives this message every earlier
+ * RDMA WRITE or READ of ours is complete in its memory.
+ * @param qp        the connected QP
+ * @param cq        its completion queue
+ * @param timeout_s bound for the completion
+ */
+void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s);
+
+/** @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND. */
+void post_goodbye_receive(ibv_qp *qp);
+
+} // namespace rdma_samples

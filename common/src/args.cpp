@@ -1,0 +1,255 @@
+/** @file args.cpp @brief DOCA-compatible command line parsing, --help, and the life of main(). */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/log.hpp>
+
+#include <cstdio>
+#include <exception>
+#include <sstream>
+
+namespace rdma_samples {
+
+namespace {
+
+/** The flags every program may take; `when` says whether this program takes it. */
+struct CommonFlag {
+    const char *short_name; // without the dash: "d", "ld", "sat"
+    const char *long_name;  // without the dashes
+    const char *value_name; // nullptr for a switch
+    const char *help;
+    std::string default_text;
+};
+
+std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
+{
+    std::vector<CommonFlag> f = {
+        {"d", "device", "NAME", "RDMA device name", "first device with an active port"},
+        {"g", "gid-index", "INDEX", "GID index", "best GID: RoCE v2 with an IPv4 address"},
+        {"ld", "local-descriptor-path", "PATH", "where this side writes its connection descriptor", default_local_descriptor_path},
+        {"re", "remote-descriptor-path", "PATH", "where this side reads the peer's connection descriptor", default_remote_descriptor_path},
+    };
+    if (spec.resource_descriptor)
+        f.push_back({"m", "remote-resource-descriptor-path", "PATH", "mmap or sync-event descriptor (also --mmap-descriptor-path)",
+                     default_resource_descriptor_path});
+    f.push_back({"cm", "use-rdma-cm", nullptr, "connect with RDMA CM instead of descriptor files", "off"});
+    f.push_back({"lp", "listen-port", "PORT", "RDMA CM port", std::to_string(default_cm_port)});
+    f.push_back({"sa", "server-addr", "ADDR", "RDMA CM server address; given = client, absent = server", "none"});
+    f.push_back({"sat", "server-addr-type", "TYPE", "how to read -sa: ipv4, ipv6 or gid", "ipv4"});
+    if (spec.message_flag == 's')
+        f.push_back({"s", "send-string", "TEXT", "", std::string("\"") + default_message + "\""});
+    if (spec.message_flag == 'r')
+        f.push_back({"r", "read-string", "TEXT", "", std::string("\"") + default_message + "\""});
+    if (spec.message_flag == 'w')
+        f.push_back({"w", "write-string", "TEXT", "", std::string("\"") + default_message + "\""});
+    if (spec.multi_conn)
+        f.push_back({"nc", "num-connections", "N", "number of connections (1..1024)", "1"});
+    f.push_back({"t", "timeout", "SECONDS", "how long any single wait may last (peer file, completion, CM event)", "30"});
+    f.push_back({"v", "verbose", nullptr, "print every verbs call with its arguments and result", "off"});
+    f.push_back({"h", "help", nullptr, "print this help and exit", ""});
+    return f;
+}
+
+void apply_common(Args &a, const ProgramSpec &spec, const std::string &name, const std::string &flag, const std::string &v)
+{
+    if (name == "device") {
+        if (v.empty())
+            throw UsageError(flag + ": the device name is empty");
+        a.device = v;
+    } else if (name == "gid-index") {
+        a.gid_index = static_cast<int>(parse_number(flag, v, 0, 255));
+    } else if (name == "local-descriptor-path" || name == "remote-descriptor-path" ||
+               name == "remote-resource-descriptor-path") {
+        if (v.empty())
+            throw UsageError(flag + ": the path is empty");
+        (name[0] == 'l' ? a.local_descriptor_path
+                        : name == "remote-descriptor-path" ? a.remote_descriptor_path : a.resource_descriptor_path) = v;
+    } else if (name == "use-rdma-cm") {
+        a.use_cm = true;
+    } else if (name == "listen-port") {
+        a.listen_port = static_cast<std::uint16_t>(parse_number(flag, v, 1, 65535));
+    } else if (name == "server-addr") {
+        if (v.empty())
+            throw UsageError(flag + ": the server address is empty");
+        a.server_addr = v;
+    } else if (name == "server-addr-type") {
+        if (v == "ipv4")
+            a.server_addr_type = AddrType::ipv4;
+        else if (v == "ipv6")
+            a.server_addr_type = AddrType::ipv6;
+        else if (v == "gid")
+            a.server_addr_type = AddrType::gid;
+        else
+            throw UsageError(flag + ": expected ipv4, ipv6 or gid, got \"" + v + "\"");
+    } else if (name == "send-string" || name == "read-string" || name == "write-string") {
+        if (v.size() > max_message_length)
+            throw UsageError(flag + ": the string is " + std::to_string(v.size()) + " bytes; the limit is " +
+                             std::to_string(max_message_length));
+        a.message = v;
+    } else if (name == "num-connections") {
+        a.num_connections = static_cast<int>(parse_number(flag, v, 1, 1024));
+    } else if (name == "timeout") {
+        a.timeout_s = static_cast<int>(parse_number(flag, v, 1, 86400));
+    } else if (name == "verbose") {
+        a.verbose = true;
+    } else if (name == "help") {
+        a.help = true;
+    }
+    (void)spec;
+}
+
+} // namespace
+
+std::uint64_t parse_number(const std::string &flag, const std::string &text, std::uint64_t lo, std::uint64_t hi)
+{
+    const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
+    const std::string digits = hex ? text.substr(2) : text;
+    std::uint64_t v = 0;
+    bool ok = !digits.empty() && digits.size() <= (hex ? 16u : 20u);
+    for (char c : digits) {
+        int d;
+        if (c >= '0' && c <= '9')
+            d = c - '0';
+        else if (hex && c >= 'a' && c <= 'f')
+            d = c - 'a' + 10;
+        else if (hex && c >= 'A' && c <= 'F')
+            d = c - 'A' + 10;
+        else {
+            ok = false;
+            break;
+        }
+        const std::uint64_t base = hex ? 16 : 10;
+        if (v > (UINT64_MAX - static_cast<std::uint64_t>(d)) / base) {
+            ok = false;
+            break;
+        }
+        v = v * base + static_cast<std::uint64_t>(d);
+    }
+    if (!ok || v < lo || v > hi)
+        throw UsageError(flag + ": expected a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
+                         ", got \"" + text + "\"");
+    return v;
+}
+
+Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
+{
+    Args a;
+    const auto flags = common_flags(spec);
+    for (int i = 1; i < argc; ++i) {
+        std::string tok = argv[i];
+        std::string value;
+        bool has_inline_value = false;
+        if (tok.rfind("--", 0) == 0) {
+            if (auto eq = tok.find('='); eq != std::string::npos) {
+                value = tok.substr(eq + 1);
+                tok.resize(eq);
+                has_inline_value = true;
+            }
+        } else if (tok.size() < 2 || tok[0] != '-') {
+            throw UsageError("unexpected argument \"" + tok + "\" (flags start with -; see --help)");
+        }
+        const bool is_long = tok.rfind("--", 0) == 0;
+        const std::string name = tok.substr(is_long ? 2 : 1);
+
+        // Which flag is it? Common flags by short or long name, then the program's own (long only).
+        const CommonFlag *common = nullptr;
+        for (const auto &f : flags)
+            if ((is_long && (name == f.long_name || (std::string(f.long_name) == "remote-resource-descriptor-path" &&
+                                                     name == "mmap-descriptor-path"))) ||
+                (!is_long && name == f.short_name))
+                common = &f;
+        const ExtraFlag *extra = nullptr;
+        if (common == nullptr)
+            for (const auto &f : spec.extra)
+                if (is_long && name == f.long_name)
+                    extra = &f;
+        if (common == nullptr && extra == nullptr)
+            throw UsageError("unknown flag \"" + tok + "\" (see --help)");
+
+        const bool takes_value = common ? common->value_name != nullptr : !extra->value_name.empty();
+        if (takes_value && !has_inline_value) {
+            if (i + 1 >= argc)
+                throw UsageError(tok + ": missing value");
+            value = argv[++i];
+        } else if (!takes_value && has_inline_value) {
+            throw UsageError(tok + ": takes no value");
+        }
+        if (common)
+            apply_common(a, spec, common->long_name, tok, value);
+        else
+            extra->apply(value);
+    }
+    if (a.help)
+        return a;
+    if (a.server_addr && !a.use_cm)
+        throw UsageError("-sa/--server-addr needs -cm/--use-rdma-cm");
+    if (!a.use_cm && a.local_descriptor_path == a.remote_descriptor_path)
+        throw UsageError("-ld and -re name the same file \"" + a.local_descriptor_path +
+                         "\"; this side would read its own descriptor");
+    return a;
+}
+
+std::string usage(const ProgramSpec &spec)
+{
+    std::ostringstream o;
+    o << "Usage: " << spec.name << " [flags]\n" << spec.summary << "\n\nFlags:\n";
+    auto line = [&](const std::string &names, const std::string &help, const std::string &def) {
+        o << "  " << names;
+        for (std::size_t n = names.size(); n < 44; ++n)
+            o << ' ';
+        o << help;
+        if (!def.empty())
+            o << " (default: " << def << ")";
+        o << "\n";
+    };
+    for (const auto &f : common_flags(spec)) {
+        std::string names = std::string("-") + f.short_name + ", --" + f.long_name;
+        if (f.value_name)
+            names += std::string(" ") + f.value_name;
+        std::string help = f.help;
+        if (help.empty())
+            help = spec.message_help + " (at most " + std::to_string(max_message_length) + " bytes)";
+        line(names, help, f.default_text);
+    }
+    for (const auto &f : spec.extra)
+        line("--" + f.long_name + (f.value_name.empty() ? "" : " " + f.value_name), f.help, f.default_text);
+    return o.str();
+}
+
+int run_sample(const ProgramSpec &spec, int argc, char **argv, const std::function<void(const Args &)> &run)
+{
+    Args args;
+    try {
+        args = parse_args(spec, argc, argv);
+    } catch (const UsageError &e) {
+        std::fprintf(stderr, "%s: %s\n", spec.name.c_str(), e.what());
+        return 2;
+    }
+    if (args.help) {
+        std::fputs(usage(spec).c_str(), stdout);
+        return 0;
+    }
+    set_verbose(args.verbose);
+    try {
+        run(args);
+        result("Sample finished successfully");
+        return 0;
+    } catch (const Error &e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
+        if (!e.hint().empty())
+            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+    } catch (const DescriptorError &e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
+        std::fprintf(stderr, "hint: the descriptor file is not one this program wrote; copy it again from the peer, "
+                             "unchanged\n");
+    } catch (const std::exception &e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
+    }
+    result("Sample finished with errors");
+    return 1;
+}
+
+} // namespace rdma_samples

@@ -1,0 +1,328 @@
+/** @file descriptor.cpp @brief Descriptor files: format, strict parse, atomic write, bounded wait. */
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <random>
+#include <sstream>
+#include <thread>
+#include <vector>
+
+namespace rdma_samples {
+
+namespace {
+
+constexpr const char *connection_header = "# rdma-samples connection descriptor";
+constexpr const char *resource_header = "# rdma-samples resource descriptor";
+
+std::string hex(std::uint64_t v, int width)
+{
+    char b[32];
+    std::snprintf(b, sizeof b, "0x%0*llx", width, static_cast<unsigned long long>(v));
+    return b;
+}
+
+const char *kind_name(ResourceKind k) { return k == ResourceKind::mmap ? "mmap" : "sync_event"; }
+
+/** The key=value lines of a descriptor, with the line number of each, and strict value readers. */
+class Fields {
+public:
+    Fields(const std::string &text, const std::string &source) : source_(source)
+    {
+        std::istringstream in(text);
+        std::string line;
+        int n = 0;
+        while (std::getline(in, line)) {
+            ++n;
+            if (line.empty() || line[0] == '#')
+                continue;
+            const auto eq = line.find('=');
+            if (eq == std::string::npos || eq == 0)
+                fail(n, "expected key=value, got \"" + line + "\"");
+            const std::string key = line.substr(0, eq);
+            if (fields_.count(key))
+                fail(n, key + ": appears twice");
+            fields_[key] = {line.substr(eq + 1), n};
+        }
+        last_line_ = n;
+        if (n == 0)
+            throw DescriptorError(source_ + ": the file is empty");
+    }
+
+    /** Fail unless every key present is one of @p known. */
+    void only(const std::vector<std::string> &known) const
+    {
+        for (const auto &[key, v] : fields_) {
+            bool ok = false;
+            for (const auto &k : known)
+                ok = ok || k == key;
+            if (!ok)
+                fail(v.line, "unknown key \"" + key + "\"");
+        }
+    }
+
+    bool has(const std::string &key) const { return fields_.count(key) != 0; }
+
+    const std::string &text(const std::string &key) const
+    {
+        auto it = fields_.find(key);
+        if (it == fields_.end())
+            fail(last_line_, "missing key \"" + key + "\" (is the file truncated?)");
+        return it->second.value;
+    }
+
+    int line(const std::string &key) const { return fields_.at(key).line; }
+
+    /** An unsigned number: hex (0x...) when @p want_hex, else decimal; within [0, max]. */
+    std::uint64_t number(const std::string &key, std::uint64_t max, bool want_hex) const
+    {
+        const std::string &v = text(key);
+        const std::string expected = std::string("expected ") + (want_hex ? "a hex number 0x..." : "a decimal number") +
+                                     " up to " + (want_hex ? hex(max, 0) : std::to_string(max)) + ", got \"" + v + "\"";
+        std::string digits = v;
+        if (want_hex) {
+            if (v.size() < 3 || v[0] != '0' || v[1] != 'x')
+                fail(line(key), key + ": " + expected);
+            digits = v.substr(2);
+        }
+        if (digits.empty() || digits.size() > (want_hex ? 16u : 20u))
+            fail(line(key), key + ": " + expected);
+        std::uint64_t out = 0;
+        for (char c : digits) {
+            unsigned d;
+            if (c >= '0' && c <= '9')
+                d = static_cast<unsigned>(c - '0');
+            else if (want_hex && c >= 'a' && c <= 'f')
+                d = static_cast<unsigned>(c - 'a' + 10);
+            else
+                fail(line(key), key + ": " + expected);
+            const std::uint64_t base = want_hex ? 16 : 10;
+            if (out > (UINT64_MAX - d) / base)
+                fail(line(key), key + ": " + expected);
+            out = out * base + d;
+        }
+        if (out > max)
+            fail(line(key), key + ": " + expected);
+        return out;
+    }
+
+    [[noreturn]] void fail(int line, const std::string &msg) const
+    {
+        throw DescriptorError(source_ + " line " + std::to_string(line) + ": " + msg);
+    }
+
+    void expect_header(const std::string &key, const std::string &want) const
+    {
+        if (text(key) != want)
+            fail(line(key), key + ": expected " + want + ", got \"" + text(key) + "\"");
+    }
+
+private:
+    struct Value {
+        std::string value;
+        int line;
+    };
+    std::map<std::string, Value> fields_;
+    std::string source_;
+    int last_line_ = 0;
+};
+
+std::string read_file(const std::string &path, bool &exists)
+{
+    std::ifstream in(path, std::ios::binary);
+    exists = static_cast<bool>(in);
+    if (!exists)
+        return {};
+    std::ostringstream s;
+    s << in.rdbuf();
+    return s.str();
+}
+
+} // namespace
+
+std::uint64_t new_nonce()
+{
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+}
+
+std::string format_descriptor(const ConnectionDescriptor &d)
+{
+    std::ostringstream o;
+    o << connection_header << "\n"
+      << "version=1\n"
+      << "kind=connection\n"
+      << "nonce=" << hex(d.nonce, 16) << "\n";
+    if (d.peer_nonce)
+        o << "peer_nonce=" << hex(*d.peer_nonce, 16) << "\n";
+    o << "qp_num=" << hex(d.qp_num, 6) << "\n"
+      << "psn=" << hex(d.psn, 6) << "\n"
+      << "lid=" << hex(d.lid, 4) << "\n"
+      << "gid=" << gid_to_string(d.gid) << "\n"
+      << "mtu=" << d.mtu << "\n";
+    return o.str();
+}
+
+std::string format_descriptor(const ResourceDescriptor &d)
+{
+    std::ostringstream o;
+    o << resource_header << "\n"
+      << "version=1\n"
+      << "kind=" << kind_name(d.kind) << "\n"
+      << "nonce=" << hex(d.nonce, 16) << "\n";
+    if (d.peer_nonce)
+        o << "peer_nonce=" << hex(*d.peer_nonce, 16) << "\n";
+    o << "addr=" << hex(d.addr, 16) << "\n"
+      << "length=" << d.length << "\n"
+      << "rkey=" << hex(d.rkey, 8) << "\n"
+      << "access=" << access_to_string(d.access) << "\n";
+    return o.str();
+}
+
+ConnectionDescriptor parse_connection_descriptor(const std::string &text, const std::string &source)
+{
+    Fields f(text, source);
+    f.only({"version", "kind", "nonce", "peer_nonce", "qp_num", "psn", "lid", "gid", "mtu"});
+    f.expect_header("version", "1");
+    if (f.text("kind") != "connection")
+        f.fail(f.line("kind"), "kind: expected connection, got \"" + f.text("kind") +
+                                   "\" (is this the resource descriptor, given to -re by mistake?)");
+    ConnectionDescriptor d;
+    d.nonce = f.number("nonce", UINT64_MAX, true);
+    if (f.has("peer_nonce"))
+        d.peer_nonce = f.number("peer_nonce", UINT64_MAX, true);
+    d.qp_num = static_cast<std::uint32_t>(f.number("qp_num", 0xffffff, true));
+    d.psn = static_cast<std::uint32_t>(f.number("psn", 0xffffff, true));
+    d.lid = static_cast<std::uint16_t>(f.number("lid", 0xffff, true));
+    if (!gid_from_string(f.text("gid"), d.gid))
+        f.fail(f.line("gid"), "gid: expected an IPv6-style GID such as ::ffff:10.0.0.1 or fe80::1, got \"" +
+                                  f.text("gid") + "\"");
+    const auto mtu = f.number("mtu", 4096, false);
+    if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096)
+        f.fail(f.line("mtu"), "mtu: expected 256, 512, 1024, 2048 or 4096, got \"" + f.text("mtu") + "\"");
+    d.mtu = static_cast<int>(mtu);
+    return d;
+}
+
+ResourceDescriptor parse_resource_descriptor(const std::string &text, const std::string &source, ResourceKind kind)
+{
+    Fields f(text, source);
+    f.only({"version", "kind", "nonce", "peer_nonce", "addr", "length", "rkey", "access"});
+    f.expect_header("version", "1");
+    if (f.text("kind") != kind_name(kind))
+        f.fail(f.line("kind"), std::string("kind: expected ") + kind_name(kind) + ", got \"" + f.text("kind") + "\"");
+    ResourceDescriptor d;
+    d.kind = kind;
+    d.nonce = f.number("nonce", UINT64_MAX, true);
+    if (f.has("peer_nonce"))
+        d.peer_nonce = f.number("peer_nonce", UINT64_MAX, true);
+    d.addr = f.number("addr", UINT64_MAX, true);
+    d.length = static_cast<std::uint32_t>(f.number("length", 1u << 30, false));
+    if (d.length == 0)
+        f.fail(f.line("length"), "length: expected at least 1 byte, got 0");
+    if (d.addr > UINT64_MAX - d.length)
+        f.fail(f.line("length"), "length: addr + length wraps around the address space");
+    d.rkey = static_cast<std::uint32_t>(f.number("rkey", 0xffffffff, true));
+    d.access = access_from_string(f.text("access"));
+    if (d.access < 0)
+        f.fail(f.line("access"), "access: expected flags such as local_write|remote_write, got \"" + f.text("access") + "\"");
+    return d;
+}
+
+void write_descriptor_file(const std::string &path, const std::string &text)
+{
+    // Write to a temporary name in the same folder, then rename: rename() within one file system is
+    // atomic, so a peer polling for the file sees either nothing or all of it.
+    const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+    const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (fd < 0)
+        fail_errno("open(\"" + tmp + "\")", errno);
+    std::size_t done = 0;
+    while (done < text.size()) {
+        const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+        if (n < 0) {
+            const int err = errno;
+            ::close(fd);
+            ::unlink(tmp.c_str());
+            fail_errno("write(\"" + tmp + "\")", err);
+        }
+        done += static_cast<std::size_t>(n);
+    }
+    ::close(fd);
+    if (::rename(tmp.c_str(), path.c_str()) != 0) {
+        const int err = errno;
+        ::unlink(tmp.c_str());
+        fail_errno("rename(\"" + tmp + "\", \"" + path + "\")", err);
+    }
+}
+
+namespace {
+
+/** Poll for @p w.path until it parses and answers the right nonce; then remove it and return it. */
+template <typename D, typename Parse> D wait_for(const WaitFor &w, Parse parse)
+{
+    info("waiting up to %d s for %s (written by %s)", w.timeout_s, w.path.c_str(), w.from.c_str());
+    Waiter waiter(w.timeout_s, w.path + " from " + w.from,
+                  "start " + w.from + " (it writes this file), or copy the file here from its machine; check -re/-m");
+    std::string reported_stale;
+    std::string last_bad;
+    auto bad_since = std::chrono::steady_clock::now();
+    for (;;) {
+        bool exists = false;
+        const std::string text = read_file(w.path, exists);
+        if (exists) {
+            try {
+                D d = parse(text, w.path);
+                if (w.answering && d.peer_nonce != w.answering) {
+                    if (reported_stale != text) {
+                        info("ignoring %s: it answers another run (peer_nonce %s, ours %s); waiting for a fresh one",
+                             w.path.c_str(), d.peer_nonce ? hex(*d.peer_nonce, 16).c_str() : "none",
+                             hex(*w.answering, 16).c_str());
+                        reported_stale = text;
+                    }
+                } else {
+                    // Consumed: remove it, so a later run cannot mistake it for its live peer's.
+                    ::unlink(w.path.c_str());
+                    return d;
+                }
+            } catch (const DescriptorError &) {
+                // A copy may still be in progress: accept a malformed file only once it stops changing.
+                const auto now = std::chrono::steady_clock::now();
+                if (text != last_bad) {
+                    last_bad = text;
+                    bad_since = now;
+                } else if (now - bad_since >= std::chrono::milliseconds(500)) {
+                    throw;
+                }
+            }
+        }
+        waiter.pause();
+    }
+}
+
+} // namespace
+
+ConnectionDescriptor wait_for_connection_descriptor(const WaitFor &w)
+{
+    return wait_for<ConnectionDescriptor>(w, parse_connection_descriptor);
+}
+
+ResourceDescriptor wait_for_resource_descriptor(const WaitFor &w, ResourceKind kind)
+{
+    return wait_for<ResourceDescriptor>(
+        w, [kind](const std::string &t, const std::string &s) { return parse_resource_descriptor(t, s, kind); });
+}
+
+} // namespace rdma_samples

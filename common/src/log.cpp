@@ -1,0 +1,64 @@
+/** @file log.cpp @brief Steps, details and traces on stdout. */
+#include <rdma_samples/log.hpp>
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace rdma_samples {
+
+namespace {
+int g_step = 0;
+bool g_verbose = false;
+
+void vprint(const char *prefix, const char *fmt, va_list ap)
+{
+    std::fputs(prefix, stdout);
+    std::vprintf(fmt, ap);
+    std::fputc('\n', stdout);
+    // Flush every line: the peer (or a test) often waits for exactly this output.
+    std::fflush(stdout);
+}
+} // namespace
+
+void step(int n, const char *fmt, ...)
+{
+    g_step = n;
+    char prefix[32];
+    std::snprintf(prefix, sizeof prefix, "step %d: ", n);
+    va_list ap;
+    va_start(ap, fmt);
+    vprint(prefix, fmt, ap);
+    va_end(ap);
+}
+
+void info(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprint("        ", fmt, ap);
+    va_end(ap);
+}
+
+void result(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vprint("", fmt, ap);
+    va_end(ap);
+}
+
+void trace(const char *fmt, ...)
+{
+    if (!g_verbose)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vprint("  [verbs] ", fmt, ap);
+    va_end(ap);
+}
+
+int current_step() { return g_step; }
+void set_verbose(bool on) { g_verbose = on; }
+bool verbose() { return g_verbose; }
+
+} // namespace rdma_samples

@@ -1,0 +1,164 @@
+/** @file rc_qp.cpp @brief RC queue pairs: creation, the three transitions, bounded polling, goodbye. */
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <random>
+#include <thread>
+
+namespace rdma_samples {
+
+namespace {
+long long now_ns()
+{
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+}
+} // namespace
+
+QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps)
+{
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    init.sq_sig_all = 1;
+    init.cap.max_send_wr = caps.max_send_wr;
+    init.cap.max_recv_wr = caps.max_recv_wr;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    return QpPtr(check(ibv_create_qp(pd, &init), "ibv_create_qp(RC, send_wr " + std::to_string(caps.max_send_wr) +
+                                                     ", recv_wr " + std::to_string(caps.max_recv_wr) + ")"));
+}
+
+void qp_to_init(ibv_qp *qp, const Device &dev, int remote_access)
+{
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.pkey_index = 0;
+    attr.port_num = dev.port;
+    attr.qp_access_flags = static_cast<unsigned>(remote_access);
+    check_rc(ibv_modify_qp(qp, &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+             "ibv_modify_qp(INIT)");
+}
+
+void qp_to_rtr(ibv_qp *qp, const Device &dev, const ConnectionDescriptor &remote, int max_dest_rd_atomic)
+{
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RTR;
+    attr.path_mtu = path_mtu(dev, remote.mtu);
+    attr.dest_qp_num = remote.qp_num;
+    attr.rq_psn = remote.psn;
+    attr.max_dest_rd_atomic = static_cast<std::uint8_t>(max_dest_rd_atomic);
+    attr.min_rnr_timer = 12; // 0.64 ms before the peer retries a send we had no receive for
+    attr.ah_attr.dlid = remote.lid;
+    attr.ah_attr.port_num = dev.port;
+    attr.ah_attr.is_global = 1;
+    attr.ah_attr.grh.dgid = remote.gid;
+    attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index);
+    attr.ah_attr.grh.hop_limit = 64;
+    check_rc(ibv_modify_qp(qp, &attr,
+                           IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                               IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+             "ibv_modify_qp(RTR)");
+}
+
+void qp_to_rts(ibv_qp *qp, std::uint32_t psn, int max_rd_atomic)
+{
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_RTS;
+    attr.sq_psn = psn;
+    attr.timeout = rc_timeout;
+    attr.retry_cnt = rc_retry_cnt;
+    attr.rnr_retry = rc_rnr_retry;
+    attr.max_rd_atomic = static_cast<std::uint8_t>(max_rd_atomic);
+    check_rc(ibv_modify_qp(qp, &attr,
+                           IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                               IBV_QP_MAX_QP_RD_ATOMIC),
+             "ibv_modify_qp(RTS)");
+}
+
+int mtu_bytes(ibv_mtu mtu) { return 128 << static_cast<int>(mtu); }
+
+ibv_mtu path_mtu(const Device &dev, int peer_mtu_bytes)
+{
+    ibv_mtu mtu = dev.port_attr.active_mtu;
+    while (mtu > IBV_MTU_256 && mtu_bytes(mtu) > peer_mtu_bytes)
+        mtu = static_cast<ibv_mtu>(static_cast<int>(mtu) - 1);
+    return mtu;
+}
+
+std::uint32_t random_psn()
+{
+    std::random_device rd;
+    return rd() & 0xffffff;
+}
+
+ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint32_t psn, std::uint64_t nonce)
+{
+    ConnectionDescriptor d;
+    d.nonce = nonce;
+    d.qp_num = qp->qp_num;
+    d.psn = psn;
+    d.lid = dev.port_attr.lid;
+    d.gid = dev.gid;
+    d.mtu = mtu_bytes(dev.port_attr.active_mtu);
+    return d;
+}
+
+Waiter::Waiter(int timeout_s, std::string what, std::string hint)
+    : deadline_ns_(now_ns() + static_cast<long long>(timeout_s) * 1'000'000'000LL), timeout_s_(timeout_s),
+      what_(std::move(what)), hint_(std::move(hint))
+{
+}
+
+void Waiter::pause()
+{
+    if (now_ns() >= deadline_ns_)
+        throw Error("timed out after " + std::to_string(timeout_s_) + " s waiting for " + what_,
+                    hint_.empty() ? "the peer may be gone, stopped or not started; check its output, or raise -t"
+                                  : hint_);
+    // A few polls back to back catch a completion that is about to arrive; after that, give the CPU
+    // away: Soft-RoCE processes packets in the kernel on the same CPUs, and a peer may share our core.
+    if (++polls_ < 64)
+        sched_yield();
+    else
+        std::this_thread::sleep_for(std::chrono::microseconds(polls_ < 2000 ? 200 : 5000));
+}
+
+ibv_wc poll_completion(ibv_cq *cq, int timeout_s, ibv_wc_opcode expected, const std::string &what)
+{
+    ibv_wc wc{};
+    Waiter waiter(timeout_s, what);
+    while (check_poll(ibv_poll_cq(cq, 1, &wc)) == 0)
+        waiter.pause();
+    check_wc(wc, expected, what);
+    return wc;
+}
+
+void post_goodbye_receive(ibv_qp *qp)
+{
+    ibv_recv_wr wr{};
+    wr.wr_id = 0x600d;
+    wr.num_sge = 0; // a zero-length message needs no buffer
+    ibv_recv_wr *bad = nullptr;
+    check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(goodbye, 0 bytes)");
+}
+
+void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s)
+{
+    ibv_send_wr wr{};
+    wr.wr_id = 0x600d;
+    wr.opcode = IBV_WR_SEND;
+    wr.num_sge = 0;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad = nullptr;
+    check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, 0 bytes: goodbye)");
+    poll_completion(cq, timeout_s, IBV_WC_SEND, "the goodbye SEND completion");
+}
+
+} // namespace rdma_samples

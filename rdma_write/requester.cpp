@@ -1,0 +1,165 @@
+/**
+ * @file requester.cpp
+ * @brief RDMA WRITE, requester side: put a string straight into the responder's memory.
+ *
+ * The first lesson. Every verbs call is written out, including the queue pair's walk from RESET to
+ * INIT, RTR (ready to receive) and RTS (ready to send); later lessons call the helpers in rc_qp.hpp for
+ * what this one teaches. An RDMA WRITE is "one-sided": the responder's CPU takes no part in it and sees
+ * no completion for it. It only learns that the write is done from the goodbye SEND we post after it.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <cstring>
+
+using namespace rdma_samples;
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    //! [alloc_pd]
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    //! [alloc_pd]
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
+
+    step(2, "register a buffer holding the %zu-byte string to write (local read/write, not exported)",
+         args.message.size());
+    Buffer buf(max_message_length);
+    std::memcpy(buf.data(), args.message.data(), args.message.size());
+    //! [reg_mr]
+    // DOCA's table: the requester's mmap is local read/write. Nobody reaches it remotely, so it grants
+    // no IBV_ACCESS_REMOTE_* flag: its rkey would open nothing.
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+    //! [reg_mr]
+    info("addr %p, length %zu, lkey 0x%x", buf.data(), buf.size(), mr->lkey);
+
+    step(3, "create a completion queue and an RC queue pair");
+    //! [create_qp]
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    ibv_qp_init_attr init{};
+    init.send_cq = cq.get();     // completions of our sends, writes and reads
+    init.recv_cq = cq.get();     // completions of our receives (none here)
+    init.qp_type = IBV_QPT_RC;   // Reliable Connected: acknowledged, in order, one peer
+    init.sq_sig_all = 1;         // every send-queue request produces a completion
+    init.cap.max_send_wr = 16;
+    init.cap.max_recv_wr = 16;
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    QpPtr qp(check(ibv_create_qp(pd.get(), &init), "ibv_create_qp"));
+    //! [create_qp]
+    info("QPN 0x%06x", qp->qp_num);
+
+    step(4, "publish our connection descriptor and wait for the responder's answer");
+    //! [exchange]
+    const std::uint32_t psn = random_psn();
+    const ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, new_nonce());
+    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
+         gid_to_string(local.gid).c_str());
+    // The responder answers only once its QP is ready to receive (RTR), naming our nonce: a file from
+    // an earlier run is ignored, and nothing we post can reach a QP that is not ready.
+    const ConnectionDescriptor remote =
+        wait_for_connection_descriptor({args.remote_descriptor_path, "the responder (rdma_write_responder)", args.timeout_s, local.nonce});
+    const ResourceDescriptor mmap = wait_for_resource_descriptor(
+        {args.resource_descriptor_path, "the responder (rdma_write_responder)", args.timeout_s, local.nonce}, ResourceKind::mmap);
+    //! [exchange]
+    info("responder: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
+         mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
+    // Stay inside what the peer exported, and ask only for what it granted: check before posting.
+    if (args.message.size() > mmap.length)
+        throw Error("the string is " + std::to_string(args.message.size()) + " bytes but the responder exported only " +
+                        std::to_string(mmap.length),
+                    "write a shorter string with -w");
+    if (!(mmap.access & IBV_ACCESS_REMOTE_WRITE))
+        throw Error("the responder's memory does not grant remote write (access " + access_to_string(mmap.access) + ")",
+                    "the responder must register its buffer with IBV_ACCESS_REMOTE_WRITE");
+
+    step(5, "move the QP RESET -> INIT -> RTR -> RTS");
+    //! [modify_qp]
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.port_num = dev.port;           // the physical port this QP sends from
+    attr.pkey_index = 0;                // partition key 0: the default partition
+    attr.qp_access_flags = 0;           // what the PEER may do through this QP: nothing, we only initiate
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+             "ibv_modify_qp(INIT)");
+
+    attr = {};
+    attr.qp_state = IBV_QPS_RTR;        // Ready To Receive: needs to know the peer
+    attr.path_mtu = path_mtu(dev, remote.mtu); // largest packet payload both sides support
+    attr.dest_qp_num = remote.qp_num;   // the peer's QP, from its descriptor
+    attr.rq_psn = remote.psn;           // the first sequence number the peer will send
+    attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
+    attr.min_rnr_timer = 12;            // 0.64 ms: how long a sender waits when we have no receive posted
+    attr.ah_attr.is_global = 1;         // RoCE routes by GID, so every packet carries a global route header
+    attr.ah_attr.grh.dgid = remote.gid; // the peer's GID (its IP address, on RoCE v2)
+    attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
+    attr.ah_attr.grh.hop_limit = 64;    // like an IP TTL
+    attr.ah_attr.dlid = remote.lid;     // InfiniBand only; 0 on RoCE
+    attr.ah_attr.port_num = dev.port;
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+             "ibv_modify_qp(RTR)");
+
+    attr = {};
+    attr.qp_state = IBV_QPS_RTS;        // Ready To Send
+    attr.sq_psn = psn;                  // our first sequence number, as published
+    attr.timeout = 14;                  // wait 4.096 us * 2^14 = 67 ms for an ACK before resending
+    attr.retry_cnt = 6;                 // resend 6 times, then fail with RETRY_EXC_ERR (7 = forever)
+    attr.rnr_retry = 6;                 // retry 6 times when the peer has no receive (7 = forever)
+    attr.max_rd_atomic = 0;             // READs/atomics we may have in flight: none, we only write
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                                 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
+             "ibv_modify_qp(RTS)");
+    //! [modify_qp]
+
+    step(6, "post an RDMA WRITE of %zu bytes to remote addr 0x%llx, rkey 0x%x", args.message.size(),
+         static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+    //! [post_write]
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // local source...
+    sge.length = static_cast<std::uint32_t>(args.message.size());
+    sge.lkey = mr->lkey;                                      // ...and the key that proves we registered it
+    ibv_send_wr wr{};
+    wr.wr_id = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = mmap.addr; // where in the responder's memory...
+    wr.wr.rdma.rkey = mmap.rkey;        // ...and the key it handed out for it
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
+    //! [post_write]
+
+    step(7, "poll the completion queue until the WRITE completes");
+    //! [poll]
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the RDMA WRITE completion");
+    while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0)
+        waiter.pause(); // nothing yet: give the CPU away, give up after -t seconds
+    check_wc(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE");
+    //! [poll]
+    result("Requester has written: \"%s\"", args.message.c_str());
+
+    step(8, "say goodbye with a zero-length SEND: on RC it arrives after the WRITE");
+    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+} // qp, cq, mr, pd and the device close here, in reverse order of creation
+
+int main(int argc, char **argv)
+{
+    const ProgramSpec spec{.name = "rdma_write_requester",
+                           .role = "requester",
+                           .summary = "RDMA WRITE, requester side: write a string into the responder's exported memory.",
+                           .message_flag = 'w',
+                           .message_help = "string to write"};
+    return run_sample(spec, argc, argv, run);
+}

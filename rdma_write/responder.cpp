@@ -1,0 +1,98 @@
+/**
+ * @file responder.cpp
+ * @brief RDMA WRITE, responder side: export a buffer, let the requester write into it, read the result.
+ *
+ * The responder grants the requester remote write on one buffer and hands out that buffer's address
+ * and rkey. Its CPU takes no part in the WRITE: it only waits for the requester's goodbye, a zero-length
+ * SEND that, on a Reliable Connected QP, cannot overtake the WRITE posted before it.
+ * The QP transitions are written out in requester.cpp; here they are the rc_qp.hpp helpers.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <cstring>
+
+using namespace rdma_samples;
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
+
+    step(2, "register a %zu-byte buffer the requester may write into (local read/write + remote write)",
+         max_message_length);
+    Buffer buf(max_message_length);
+    //! [reg_mr]
+    // DOCA's table: the responder's mmap is local read/write + remote write. Remote write also needs
+    // local write (the device writes into our memory on the peer's behalf). No remote read: the peer
+    // cannot read anything back through this rkey.
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
+    //! [reg_mr]
+    info("addr %p, length %zu, rkey 0x%x", buf.data(), buf.size(), mr->rkey);
+
+    step(3, "create a completion queue and an RC queue pair that accepts remote writes");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    // The QP must allow remote write too: the MR and the QP each have to grant it.
+    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE);
+    info("QPN 0x%06x, state INIT", qp->qp_num);
+
+    step(4, "post a receive for the requester's goodbye before anyone can send it");
+    post_goodbye_receive(qp.get());
+
+    step(5, "wait for the requester's connection descriptor, then move the QP to RTR and RTS");
+    const ConnectionDescriptor remote =
+        wait_for_connection_descriptor({args.remote_descriptor_path, "the requester (rdma_write_requester)", args.timeout_s, {}});
+    info("requester: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+    const std::uint32_t psn = random_psn();
+    qp_to_rtr(qp.get(), dev, remote);
+    qp_to_rts(qp.get(), psn);
+
+    step(6, "export the buffer: write our mmap descriptor and connection descriptor");
+    //! [export]
+    // Only now, with the QP ready to receive, do we answer: whatever the requester posts after reading
+    // these files finds a QP that accepts it. peer_nonce ties the answer to this requester.
+    ResourceDescriptor mmap{};
+    mmap.kind = ResourceKind::mmap;
+    mmap.nonce = new_nonce();
+    mmap.peer_nonce = remote.nonce;
+    mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    mmap.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
+    mmap.rkey = mr->rkey;
+    mmap.access = access;
+    write_descriptor_file(args.resource_descriptor_path, format_descriptor(mmap));
+    ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, mmap.nonce);
+    local.peer_nonce = remote.nonce;
+    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+    //! [export]
+    info("wrote %s and %s", args.resource_descriptor_path.c_str(), args.local_descriptor_path.c_str());
+
+    step(7, "wait for the goodbye; the WRITE itself gives us no completion");
+    //! [goodbye]
+    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its WRITE)");
+    //! [goodbye]
+
+    step(8, "read what the requester wrote into our memory");
+    const std::size_t len = strnlen(buf.data(), buf.size());
+    result("Responder memory now holds: \"%.*s\"", static_cast<int>(len), buf.data());
+    if (len == 0)
+        throw Error("the goodbye arrived but the buffer is still empty",
+                    "the requester wrote nothing (an empty -w?) or wrote elsewhere; check its output");
+} // qp, cq, mr, pd and the device close here: the exported rkey stops working
+
+int main(int argc, char **argv)
+{
+    const ProgramSpec spec{.name = "rdma_write_responder",
+                           .role = "responder",
+                           .summary = "RDMA WRITE, responder side: export a buffer and print what the requester wrote into it."};
+    return run_sample(spec, argc, argv, run);
+}
