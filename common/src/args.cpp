@@ -32,10 +32,12 @@ std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
     if (spec.resource_descriptor)
         f.push_back({"m", "remote-resource-descriptor-path", "PATH", "mmap or sync-event descriptor (also --mmap-descriptor-path)",
                      default_resource_descriptor_path});
-    f.push_back({"cm", "use-rdma-cm", nullptr, "connect with RDMA CM instead of descriptor files", "off"});
-    f.push_back({"lp", "listen-port", "PORT", "RDMA CM port", std::to_string(default_cm_port)});
-    f.push_back({"sa", "server-addr", "ADDR", "RDMA CM server address; given = client, absent = server", "none"});
-    f.push_back({"sat", "server-addr-type", "TYPE", "how to read -sa: ipv4, ipv6 or gid", "ipv4"});
+    if (spec.rdma_cm) {
+        f.push_back({"cm", "use-rdma-cm", nullptr, "connect with RDMA CM instead of descriptor files", "off"});
+        f.push_back({"lp", "listen-port", "PORT", "RDMA CM port", std::to_string(default_cm_port)});
+        f.push_back({"sa", "server-addr", "ADDR", "RDMA CM server address; given = client, absent = server", "none"});
+        f.push_back({"sat", "server-addr-type", "TYPE", "how to read -sa: ipv4, ipv6 or gid", "ipv4"});
+    }
     if (spec.message_flag == 's')
         f.push_back({"s", "send-string", "TEXT", "", std::string("\"") + default_message + "\""});
     if (spec.message_flag == 'r')

@@ -194,11 +194,11 @@ std::string format_descriptor(const ResourceDescriptor &d)
 ConnectionDescriptor parse_connection_descriptor(const std::string &text, const std::string &source)
 {
     Fields f(text, source);
-    f.only({"version", "kind", "nonce", "peer_nonce", "qp_num", "psn", "lid", "gid", "mtu"});
     f.expect_header("version", "1");
     if (f.text("kind") != "connection")
         f.fail(f.line("kind"), "kind: expected connection, got \"" + f.text("kind") +
                                    "\" (is this the resource descriptor, given to -re by mistake?)");
+    f.only({"version", "kind", "nonce", "peer_nonce", "qp_num", "psn", "lid", "gid", "mtu"});
     ConnectionDescriptor d;
     d.nonce = f.number("nonce", UINT64_MAX, true);
     if (f.has("peer_nonce"))
@@ -219,10 +219,10 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
 ResourceDescriptor parse_resource_descriptor(const std::string &text, const std::string &source, ResourceKind kind)
 {
     Fields f(text, source);
-    f.only({"version", "kind", "nonce", "peer_nonce", "addr", "length", "rkey", "access"});
     f.expect_header("version", "1");
     if (f.text("kind") != kind_name(kind))
         f.fail(f.line("kind"), std::string("kind: expected ") + kind_name(kind) + ", got \"" + f.text("kind") + "\"");
+    f.only({"version", "kind", "nonce", "peer_nonce", "addr", "length", "rkey", "access"});
     ResourceDescriptor d;
     d.kind = kind;
     d.nonce = f.number("nonce", UINT64_MAX, true);

@@ -80,9 +80,10 @@ Device open_device(const Args &args)
     Device dev;
     int num = 0;
     DeviceListPtr list(ibv_get_device_list(&num));
-    if (!list)
+    // ENOSYS: the kernel has no RDMA support at all (no ib_uverbs); treat it like an empty list.
+    if (!list && errno != ENOSYS)
         fail_errno("ibv_get_device_list", errno);
-    if (num == 0)
+    if (!list || num == 0)
         throw Error("no RDMA device found (ibv_get_device_list returned none)", no_device_hint());
 
     std::string names;

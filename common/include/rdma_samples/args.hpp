@@ -71,6 +71,7 @@ struct ProgramSpec {
     std::string message_help{}; ///< help text of the message flag
     bool resource_descriptor = true; ///< whether -m applies
     bool multi_conn = false; ///< whether -nc applies
+    bool rdma_cm = false;    ///< whether -cm, -lp, -sa, -sat apply
     std::vector<ExtraFlag> extra{}; ///< program-specific flags
 };
 

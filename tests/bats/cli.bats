@@ -1,0 +1,78 @@
+#!/usr/bin/env bats
+# The command line of every program: --help, bad flags. No RDMA device needed.
+
+load test_helper/common
+
+programs() {
+    find "$BUILD" -mindepth 2 -maxdepth 2 -type f -perm -u+x -name 'rdma_*' -printf '%f\n' | sort
+}
+
+@test "every program is built under its DOCA name" {
+    run programs
+    assert_success
+    assert_line rdma_write_requester
+    assert_line rdma_write_responder
+}
+
+@test "--help exits 0 and lists every common flag with its default" {
+    local p
+    for p in $(programs); do
+        run -0 "$(prog "$p")" --help
+        assert_line --partial "Usage: $p"
+        for flag in "-d, --device" "-g, --gid-index" "-ld, --local-descriptor-path" "-re, --remote-descriptor-path" \
+            "-t, --timeout SECONDS" "-v, --verbose" "-h, --help"; do
+            assert_output --partial -- "$flag"
+        done
+        assert_output --partial "(default: 30)"
+        assert_output --partial "(default: /tmp/local_connection_desc_path.txt)"
+    done
+}
+
+@test "-h is --help" {
+    run -0 "$(prog rdma_write_requester)" -h
+    assert_line --partial "-w, --write-string TEXT"
+    assert_output --partial '(default: "Hi RDMA!")'
+}
+
+@test "an unknown flag exits 2 with one line naming it" {
+    local p
+    for p in $(programs); do
+        run -2 --separate-stderr "$(prog "$p")" --no-such-flag
+        assert_equal "$output" ""
+        assert_equal "$stderr" "$p: unknown flag \"--no-such-flag\" (see --help)"
+    done
+}
+
+@test "a bad value exits 2 with one line saying what was expected" {
+    run -2 --separate-stderr "$(prog rdma_write_requester)" -t 0
+    assert_equal "$stderr" 'rdma_write_requester: -t: expected a number from 1 to 86400, got "0"'
+    run -2 --separate-stderr "$(prog rdma_write_requester)" -g x
+    assert_equal "$stderr" 'rdma_write_requester: -g: expected a number from 0 to 255, got "x"'
+    run -2 --separate-stderr "$(prog rdma_write_requester)" -d
+    assert_equal "$stderr" 'rdma_write_requester: -d: missing value'
+}
+
+@test "a write string over 256 bytes is refused before anything starts" {
+    run -2 --separate-stderr "$(prog rdma_write_requester)" -w "$(printf 'x%.0s' {1..257})"
+    assert_equal "$stderr" 'rdma_write_requester: -w: the string is 257 bytes; the limit is 256'
+}
+
+@test "the responder takes no -w, and -ld and -re must differ" {
+    run -2 --separate-stderr "$(prog rdma_write_responder)" -w hi
+    assert_equal "$stderr" 'rdma_write_responder: unknown flag "-w" (see --help)'
+    run -2 --separate-stderr "$(prog rdma_write_responder)" -ld /tmp/x -re /tmp/x
+    assert_output ""
+    assert_equal "$stderr" 'rdma_write_responder: -ld and -re name the same file "/tmp/x"; this side would read its own descriptor'
+}
+
+@test "with no RDMA device at all, the error says how to get one" {
+    # An empty driver folder hides every device, real or Soft-RoCE, from libibverbs.
+    mkdir -p "$BATS_TEST_TMPDIR/no-drivers"
+    IBV_CONFIG_DIR=$BATS_TEST_TMPDIR/no-drivers run -1 --separate-stderr "$(prog rdma_write_requester)" -t 1
+    assert_line --index 0 "step 1: open an RDMA device and allocate a protection domain"
+    assert_line "Sample finished with errors"
+    assert_equal "$(grep -c . <<<"$stderr")" 2
+    assert_regex "$stderr" "requester: step 1 failed: no RDMA device found"
+    assert_regex "$stderr" "hint: .*modprobe rdma_rxe && rdma link add rxe0 type rxe netdev"
+    assert_regex "$stderr" "\./lab vm"
+}

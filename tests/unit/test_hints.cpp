@@ -1,0 +1,92 @@
+/** @file test_hints.cpp @brief The hint table and the errors built from it. */
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <string>
+
+using namespace rdma_samples;
+
+TEST(Hints, EveryCompletionStatusASampleCanMeetHasItsOwnHint)
+{
+    const std::pair<ibv_wc_status, const char *> expected[] = {
+        {IBV_WC_REM_ACCESS_ERR, "rkey"},
+        {IBV_WC_RETRY_EXC_ERR, "gone or not ready"},
+        {IBV_WC_RNR_RETRY_EXC_ERR, "receive"},
+        {IBV_WC_WR_FLUSH_ERR, "earlier completion"},
+        {IBV_WC_LOC_LEN_ERR, "longer than the receive buffer"},
+        {IBV_WC_REM_INV_REQ_ERR, "atomic"},
+        {IBV_WC_LOC_PROT_ERR, "lkey"},
+        {IBV_WC_REM_OP_ERR, "peer"},
+    };
+    for (const auto &[status, word] : expected) {
+        EXPECT_NE(hint_for_wc_status(status).find(word), std::string::npos) << wc_status_name(status);
+        EXPECT_STRNE(wc_status_name(status), "IBV_WC_(unknown)");
+    }
+    for (int s = IBV_WC_SUCCESS; s <= IBV_WC_TM_RNDV_INCOMPLETE; ++s)
+        EXPECT_FALSE(hint_for_wc_status(static_cast<ibv_wc_status>(s)).empty()) << s;
+}
+
+TEST(Hints, ErrnoTableMatchesCallAndErrno)
+{
+    EXPECT_NE(hint_for_errno("ibv_reg_mr", ENOMEM).find("ulimit -l"), std::string::npos);
+    EXPECT_NE(hint_for_errno("ibv_modify_qp(RTR)", ENETUNREACH).find("-g"), std::string::npos);
+    EXPECT_NE(hint_for_errno("ibv_open_device(rxe0)", EACCES).find("root"), std::string::npos);
+    EXPECT_NE(hint_for_errno("ibv_modify_qp(RTS)", EINVAL).find("state"), std::string::npos);
+    EXPECT_NE(hint_for_errno("ibv_frobnicate", EBADF).find("man page of ibv_frobnicate"), std::string::npos);
+}
+
+TEST(Check, ErrorsCarryCallErrnoAndHint)
+{
+    try {
+        check_rc(ENOMEM, "ibv_reg_mr");
+        FAIL();
+    } catch (const Error &e) {
+        EXPECT_STREQ(e.what(), "ibv_reg_mr: Cannot allocate memory (errno 12)");
+        EXPECT_NE(e.hint().find("ulimit -l"), std::string::npos);
+    }
+    errno = EACCES;
+    EXPECT_THROW(check(static_cast<int *>(nullptr), "ibv_alloc_pd"), Error);
+    errno = EINVAL;
+    EXPECT_THROW(check_rc(-1, "ibv_modify_qp(INIT)"), Error);
+    EXPECT_NO_THROW(check_rc(0, "ok"));
+    EXPECT_THROW(check_poll(-1), Error);
+    EXPECT_EQ(check_poll(1), 1);
+}
+
+TEST(Check, FailedCompletionNamesStatusAndHint)
+{
+    ibv_wc wc{};
+    wc.status = IBV_WC_REM_ACCESS_ERR;
+    wc.vendor_err = 0x88;
+    try {
+        check_wc(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE");
+        FAIL();
+    } catch (const Error &e) {
+        EXPECT_NE(std::string(e.what()).find("the RDMA WRITE completed with IBV_WC_REM_ACCESS_ERR"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("vendor_err 0x88"), std::string::npos);
+        EXPECT_NE(e.hint().find("rkey"), std::string::npos);
+    }
+    wc.status = IBV_WC_SUCCESS;
+    wc.opcode = IBV_WC_RECV;
+    EXPECT_THROW(check_wc(wc, IBV_WC_RDMA_WRITE, "x"), Error);
+    EXPECT_NO_THROW(check_wc(wc, IBV_WC_RECV, "x"));
+}
+
+TEST(Waiter, GivesUpAfterTheTimeout)
+{
+    const auto t0 = std::chrono::steady_clock::now();
+    Waiter w(1, "nothing", "check nothing");
+    try {
+        for (;;)
+            w.pause();
+    } catch (const Error &e) {
+        EXPECT_STREQ(e.what(), "timed out after 1 s waiting for nothing");
+        EXPECT_EQ(e.hint(), "check nothing");
+    }
+    const auto took = std::chrono::steady_clock::now() - t0;
+    EXPECT_GE(took, std::chrono::seconds(1));
+    EXPECT_LT(took, std::chrono::seconds(3));
+}
