@@ -1,0 +1,42 @@
+# Two "machines" for the two_host suite: two Soft-RoCE VMs joined by a virtual network.
+#
+# Host A is 10.77.0.1, host B is 10.77.0.2; each has its own NIC and its own rxe0 bound to it. A folder
+# both can write ($SHARE) stands in for copying descriptor files between the machines (scp).
+
+VM=${RDMA_SAMPLES_SOURCE:?}/tests/vm/vm
+
+require_vm() {
+    if command -v qemu-system-x86_64 >/dev/null 2>&1 && "$VM" prepare >/dev/null 2>&1; then
+        return 0
+    fi
+    local how="two_host needs QEMU and the Soft-RoCE VM: ./lab deps, then tests/vm/vm prepare"
+    [ "${CI:-}" = true ] && fail "$how (CI=true: a skipped device test counts as a failure)"
+    skip "$how"
+}
+
+setup_two_hosts() {
+    require_vm
+    SHARE=$BATS_TEST_TMPDIR/share
+    mkdir -p "$SHARE"
+    PORT=$((20000 + (RANDOM % 20000)))
+}
+
+# on_host_a CMD...: start CMD on host A (listening side of the network) in the background.
+on_host_a() {
+    "$VM" run --timeout 180 --name host-a --net "listen:$PORT" --ip 10.77.0.1/24 --share "$SHARE" -- "$@" \
+        >"$BATS_TEST_TMPDIR/host-a.out" 2>&1 3>&- &
+    echo $! >"$BATS_TEST_TMPDIR/host-a.pid"
+}
+
+# on_host_b CMD...: run CMD on host B under Bats' `run` ($status, $output), then collect host A's
+# result in $peer_status and $peer_output.
+on_host_b() {
+    run "$VM" run --timeout 180 --name host-b --net "connect:$PORT" --ip 10.77.0.2/24 --share "$SHARE" -- "$@"
+    peer_status=0
+    wait "$(cat "$BATS_TEST_TMPDIR/host-a.pid")" || peer_status=$?
+    peer_output=$(cat "$BATS_TEST_TMPDIR/host-a.out")
+}
+
+# Descriptor paths as each machine sees them: the shared folder is where the copies land.
+responder_on_a() { echo -ld "$SHARE/responder.desc" -re "$SHARE/requester.desc" -m "$SHARE/resource.desc" -t 60; }
+requester_on_b() { echo -ld "$SHARE/requester.desc" -re "$SHARE/responder.desc" -m "$SHARE/resource.desc" -t 60; }
