@@ -10,7 +10,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
-#include <regex>
+#include <sstream>
 #include <thread>
 
 using namespace rdma_samples;
@@ -43,10 +43,19 @@ ResourceDescriptor sample_mmap()
 }
 
 /** Replace the line starting with "key=" by @p line (or drop it if @p line is empty). */
-std::string with_line(std::string text, const std::string &key, const std::string &line)
+std::string with_line(const std::string &text, const std::string &key, const std::string &line)
 {
-    const std::regex re("(^|\n)" + key + "=[^\n]*\n");
-    return std::regex_replace(text, re, line.empty() ? "$1" : "$1" + line + "\n");
+    std::istringstream in(text);
+    std::string out, l;
+    while (std::getline(in, l)) {
+        if (l.rfind(key + "=", 0) == 0) {
+            if (!line.empty())
+                out += line + "\n";
+        } else {
+            out += l + "\n";
+        }
+    }
+    return out;
 }
 
 std::string conn_error(const std::string &text)
