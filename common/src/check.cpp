@@ -63,7 +63,7 @@ constexpr WcInfo wc_table[] = {
     {IBV_WC_MW_BIND_ERR, "IBV_WC_MW_BIND_ERR", "a memory window bind failed"},
     {IBV_WC_BAD_RESP_ERR, "IBV_WC_BAD_RESP_ERR", "the peer answered with an unexpected response"},
     {IBV_WC_LOC_ACCESS_ERR, "IBV_WC_LOC_ACCESS_ERR", "a local protection error on incoming data; the local region lacks the needed access"},
-    {IBV_WC_REM_INV_REQ_ERR, "IBV_WC_REM_INV_REQ_ERR", "the peer rejected the request as invalid: an operation its QP does not allow (e.g. atomics without remote-atomic access), or a message longer than its receive buffer"},
+    {IBV_WC_REM_INV_REQ_ERR, "IBV_WC_REM_INV_REQ_ERR", "the peer rejected the request as invalid: its QP does not grant this operation (remote write, read or atomic missing from its QP access flags), or a message was longer than its receive buffer"},
     {IBV_WC_REM_ACCESS_ERR, "IBV_WC_REM_ACCESS_ERR", "the peer refused access: check the rkey, that address and length lie inside the exported range, and that the peer granted this operation's remote permission (write, read or atomic) on its memory and QP"},
     {IBV_WC_REM_OP_ERR, "IBV_WC_REM_OP_ERR", "the peer could not complete the operation (e.g. its receive buffer was too small)"},
     {IBV_WC_RETRY_EXC_ERR, "IBV_WC_RETRY_EXC_ERR", "the peer never acknowledged: it is gone or not ready, or the QPN/GID in its descriptor is wrong (a stale descriptor file?)"},

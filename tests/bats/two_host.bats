@@ -34,3 +34,11 @@ setup() {
     assert_line --partial "GID index 1 (::ffff:10.77.0.1)"
     assert_line 'Got from sender: "sent across the wire"'
 }
+
+@test "two hosts: rdma_read crosses the network" {
+    on_host_a "$(prog rdma_read_responder)" $(responder_on_a) -r "read across the wire"
+    on_host_b "$(prog rdma_read_requester)" $(requester_on_b)
+    assert_success
+    assert_line 'Read from responder: "read across the wire"'
+    assert_equal "$peer_status" 0
+}
