@@ -35,6 +35,8 @@ on_host_b() {
     peer_status=0
     wait "$(cat "$BATS_TEST_TMPDIR/host-a.pid")" || peer_status=$?
     peer_output=$(cat "$BATS_TEST_TMPDIR/host-a.out")
+    # Shown by Bats only when the test fails: what the other machine said.
+    printf 'host A (exit status %s):\n%s\n' "$peer_status" "$peer_output"
 }
 
 # Descriptor paths as each machine sees them: the shared folder is where the copies land.
