@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <rdma_samples/args.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/verbs.hpp>
@@ -145,5 +146,47 @@ void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s);
  * @param qp the QP, at least in INIT
  */
 void post_goodbye_receive(ibv_qp *qp);
+
+} // namespace rdma_samples
+
+namespace rdma_samples {
+
+/** @brief Both sides' connection descriptors, after the exchange. */
+struct Exchange {
+    ConnectionDescriptor local;  ///< what we published
+    ConnectionDescriptor remote; ///< what the peer published
+};
+
+/**
+ * @brief The requester's half of the descriptor exchange, as rdma_write/requester.cpp writes it out:
+ * publish our connection descriptor (-ld), wait for the responder's answer (-re, naming our nonce),
+ * then move @p qp INIT -> RTR -> RTS.
+ *
+ * When this returns, the responder's QP is ready to receive and any resource descriptor it exports is
+ * already written (it writes that one first): read it with wait_for_resource_descriptor(), answering
+ * the returned local nonce.
+ * @param args          -ld, -re, -t
+ * @param dev           our device
+ * @param qp            our QP, in RESET
+ * @param peer          who answers, for messages, e.g. "the responder (rdma_read_responder)"
+ * @param max_rd_atomic READs/atomics we may have in flight at the responder (0 if none)
+ * @return our descriptor (its nonce) and the responder's
+ */
+Exchange connect_requester(const Args &args, const Device &dev, ibv_qp *qp, const std::string &peer, int max_rd_atomic = 0);
+
+/**
+ * @brief The responder's half, as rdma_write/responder.cpp does it: wait for the requester's
+ * descriptor (-re), move @p qp (already in INIT, receives already posted) to RTR and RTS, then publish
+ * @p resource (if any, to -m) and our connection descriptor (-ld), both answering the requester's nonce.
+ * @param args              -ld, -re, -m, -t
+ * @param dev               our device
+ * @param qp                our QP, in INIT
+ * @param peer              who publishes first, for messages, e.g. "the requester (rdma_read_requester)"
+ * @param max_dest_rd_atomic READs/atomics the requester may have in flight at us (0 if none)
+ * @param resource          the memory we export, or nullptr; its nonces are filled in here
+ * @return our descriptor and the requester's
+ */
+Exchange accept_requester(const Args &args, const Device &dev, ibv_qp *qp, const std::string &peer,
+                          int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
 
 } // namespace rdma_samples
