@@ -34,6 +34,7 @@ struct QpCaps {
  * @param pd   protection domain
  * @param cq   completion queue
  * @param caps queue depths
+ * @return the new QP, in state RESET
  */
 QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps = {});
 
@@ -62,13 +63,23 @@ void qp_to_rtr(ibv_qp *qp, const Device &dev, const ConnectionDescriptor &remote
  */
 void qp_to_rts(ibv_qp *qp, std::uint32_t psn, int max_rd_atomic = 0);
 
-/** @brief The path MTU both sides can use: the smaller of ours and the peer's, as an enum. */
+/**
+ * @brief The path MTU both sides can use: the smaller of ours and the peer's, as an enum.
+ * @param dev           our device (its active MTU)
+ * @param peer_mtu_bytes the MTU in the peer's descriptor
+ * @return the smaller of the two
+ */
 ibv_mtu path_mtu(const Device &dev, int peer_mtu_bytes);
 
-/** @brief 256..4096 bytes for an ibv_mtu value. */
+/**
+ * @brief 256..4096 bytes for an ibv_mtu value.
+ * @param mtu the enum value
+ * @return bytes
+ */
 int mtu_bytes(ibv_mtu mtu);
 
-/** @brief A random 24-bit packet sequence number. */
+/** @brief A random 24-bit packet sequence number.
+ *  @return the PSN */
 std::uint32_t random_psn();
 
 /**
@@ -77,6 +88,7 @@ std::uint32_t random_psn();
  * @param dev   our device (LID, GID, active MTU)
  * @param psn   our first PSN
  * @param nonce our fresh nonce
+ * @return the descriptor to publish
  */
 ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint32_t psn, std::uint64_t nonce);
 
@@ -129,7 +141,10 @@ private:
  */
 void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s);
 
-/** @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND. */
+/**
+ * @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND.
+ * @param qp the QP, at least in INIT
+ */
 void post_goodbye_receive(ibv_qp *qp);
 
 } // namespace rdma_samples
