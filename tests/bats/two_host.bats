@@ -42,3 +42,13 @@ setup() {
     assert_line 'Read from responder: "read across the wire"'
     assert_equal "$peer_status" 0
 }
+
+@test "two hosts: rdma_write_immediate crosses the network" {
+    on_host_a "$(prog rdma_write_immediate_responder)" $(responder_on_a)
+    on_host_b "$(prog rdma_write_immediate_requester)" $(requester_on_b) -w "immediate across the wire"
+    assert_success
+    assert_line 'Requester has written: "immediate across the wire" with immediate 0xabcd'
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Responder memory now holds: "immediate across the wire" (25 bytes, immediate 0xabcd)'
+}
