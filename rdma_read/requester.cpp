@@ -68,6 +68,9 @@ static void run(const Args &args)
         throw Error("the responder's memory does not grant remote read (access " + access_to_string(mmap.access) + ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_READ");
     //! [range_check]
+    if (try_write)
+        info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway",
+             access_to_string(mmap.access).c_str());
 
     const ibv_wr_opcode opcode = try_write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
     step(6, "post an RDMA %s of %u bytes at remote addr 0x%llx, rkey 0x%x", try_write ? "WRITE (demonstration)" : "READ",

@@ -12,6 +12,8 @@ programs() {
     assert_success
     assert_line rdma_write_requester
     assert_line rdma_write_responder
+    assert_line rdma_read_requester
+    assert_line rdma_read_responder
 }
 
 @test "--help exits 0 and lists every common flag with its default" {

@@ -31,15 +31,30 @@ setup() {
     done
 }
 
+@test "rdma_read: --length reads a prefix of the exported bytes" {
+    run_pair "$RESPONDER" $(responder_paths) -t 20 -r "0123456789" -- "$REQUESTER" $(requester_paths) -t 20 --length 4
+    assert_success
+    assert_line --partial "post an RDMA READ of 4 bytes"
+    assert_line 'Read from responder: "0123"'
+    assert_equal "$peer_status" 0
+}
+
 @test "rdma_read: a WRITE where only remote read was granted is refused by the responder" {
     RUN_FLAGS=-1 run_pair "$RESPONDER" $(responder_paths) -t 10 -- "$REQUESTER" $(requester_paths) -t 20 --try-write
+    assert_line --partial "(demonstration) the export grants local_write|remote_read, no remote write: posting a WRITE anyway"
     assert_line --partial "post an RDMA WRITE (demonstration)"
     # The responder's QP grants remote read only, and is checked before its memory region: Soft-RoCE
     # answers IBV_WC_REM_INV_REQ_ERR; a device that checks the region first says IBV_WC_REM_ACCESS_ERR.
     assert_line --regexp "^requester: step 7 failed: the RDMA WRITE into memory that grants only remote read completed with IBV_WC_REM_(INV_REQ|ACCESS)_ERR"
     assert_line --regexp "^hint: .*(does not grant this operation|granted this operation's remote permission)"
     refute_line --partial "Read from responder"
+    assert_line --index -1 "Sample finished with errors"
+    # The refused request broke the connection: the responder's QP went to the error state, which
+    # flushes the receive it had posted for the goodbye. Its buffer is still unchanged.
     assert_equal "$peer_status" 1
+    run echo "$peer_output"
+    assert_line --partial "responder: step 6 failed: the requester's goodbye (a zero-length SEND after its READ) completed with IBV_WC_WR_FLUSH_ERR"
+    assert_line --partial "hint: this request was flushed because the QP went to the error state"
 }
 
 @test "rdma_read: a READ longer than the exported range is refused before posting" {
