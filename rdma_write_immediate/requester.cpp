@@ -79,7 +79,8 @@ static void run(const Args &args)
     step(6, "poll the completion queue until the WRITE completes");
     poll_completion(cq.get(), args.timeout_s, IBV_WC_RDMA_WRITE, "the RDMA WRITE with immediate");
     result("Requester has written: \"%s\" with immediate 0x%x", args.message.c_str(), immediate);
-    // No goodbye: the immediate already gave the responder its completion.
+    // No goodbye, unlike rdma_write: the immediate already gave the responder its completion, and on
+    // RC that completion comes only after the written bytes are in its memory.
 }
 
 int main(int argc, char **argv)

@@ -16,6 +16,8 @@
 
 #include <arpa/inet.h>
 
+#include <cstring>
+
 using namespace rdma_samples;
 
 namespace {
@@ -46,6 +48,9 @@ static void run(const Args &args)
     if (prepost) {
         step(4, "post a receive for the immediate BEFORE we publish anything");
         //! [post_recv]
+        // The WRITE with immediate consumes one receive from our queue. Posted before our descriptors
+        // are published, it is surely there when the WRITE arrives; without it our device answers
+        // "Receiver Not Ready" and the requester retries (rnr_retry) and then fails.
         ibv_recv_wr wr{};
         wr.wr_id = 1;
         wr.num_sge = 0; // no buffer: the data goes to the rkey's memory, only the immediate comes here
@@ -67,12 +72,21 @@ static void run(const Args &args)
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     //! [poll_imm]
+    // This completion is our only notification: unlike rdma_write, no goodbye SEND follows.
     const ibv_wc wc = poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV_RDMA_WITH_IMM,
-                                      "the requester's RDMA WRITE with immediate");
+                                      prepost ? "the requester's RDMA WRITE with immediate"
+                                              : "the requester's RDMA WRITE with immediate, which cannot complete "
+                                                "here: --no-prepost-receive posted no receive for it to consume");
     if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != immediate)
         throw Error("the completion carries no immediate 0xabcd", "is the peer rdma_write_immediate_requester?");
     //! [poll_imm]
-    // byte_len is the number of bytes the WRITE put into our buffer.
+    // byte_len is the number of bytes the WRITE put into our buffer (the exported range was zeroed, and
+    // a -w string holds no NUL byte, so the two must agree).
+    const std::size_t in_buffer = strnlen(buf.data(), buf.size());
+    if (wc.byte_len != in_buffer)
+        throw Error("the completion says " + std::to_string(wc.byte_len) + " bytes were written, but the buffer holds " +
+                        std::to_string(in_buffer),
+                    "is the peer rdma_write_immediate_requester?");
     result("Responder memory now holds: \"%.*s\" (%u bytes, immediate 0x%x)", static_cast<int>(wc.byte_len), buf.data(),
            wc.byte_len, ntohl(wc.imm_data));
 }

@@ -14,6 +14,8 @@ programs() {
     assert_line rdma_write_responder
     assert_line rdma_read_requester
     assert_line rdma_read_responder
+    assert_line rdma_write_immediate_requester
+    assert_line rdma_write_immediate_responder
 }
 
 @test "--help exits 0 and lists every common flag with its default" {

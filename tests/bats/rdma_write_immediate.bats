@@ -28,15 +28,23 @@ setup() {
         assert_success
         assert_equal "$peer_status" 0
         assert_equal "$(quoted 'Responder memory now holds:' "$peer_output")" "$msg"
+        assert_equal "$(quoted 'Requester has written:' "$output")" "$msg"
+        run echo "$peer_output"
+        assert_line --partial "(${#msg} bytes, immediate 0xabcd)"
     done
 }
 
 @test "write_immediate: without a posted receive the requester fails with RNR retry exceeded" {
     RUN_FLAGS=-1 run_pair "$RESPONDER" $(responder_paths) -t 8 --no-prepost-receive -- "$REQUESTER" $(requester_paths) -t 20
+    refute_line --partial "Requester has written"
+    assert_line --index -1 "Sample finished with errors"
     assert_line --partial "requester: step 6 failed: the RDMA WRITE with immediate completed with IBV_WC_RNR_RETRY_EXC_ERR"
     assert_line --partial "hint: the peer had no receive posted (Receiver Not Ready): the receiving side must post its receive before the sender sends"
     assert_equal "$peer_status" 1
     run echo "$peer_output"
     assert_line --partial "(demonstration) post NO receive"
-    assert_line --partial "responder: step 6 failed: timed out after 8 s waiting for the requester's RDMA WRITE with immediate"
+    assert_line --partial "responder: step 6 failed: timed out after 8 s waiting for the requester's RDMA WRITE with immediate, which cannot complete here: --no-prepost-receive posted no receive for it to consume"
+    assert_line --partial "hint: the peer may be gone, stopped or not started; check its output"
+    refute_line --partial "Responder memory now holds"
+    assert_line --index -1 "Sample finished with errors"
 }
