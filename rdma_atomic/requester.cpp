@@ -52,10 +52,18 @@ std::uint64_t post_atomic(ibv_qp *qp, ibv_cq *cq, const ibv_mr *mr, const Resour
     //! [post_atomic]
     const bool fadd = opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
     poll_completion(cq, timeout_s, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, fadd ? "the fetch-and-add" : "the compare-and-swap");
-    // Operands and results are in our host order: the devices convert to and from the wire's network
-    // order, and the responder's counter is in its host order.
+    //! [byte_order]
+    // Byte order: compare_add and swap are given in our host order, and the old value comes back in
+    // our host order too; on the wire the devices carry all three big-endian (network order). The
+    // responder's device operates on the counter as a 64-bit integer in the responder's host order,
+    // so both sides simply use uint64_t (measured on little-endian x86 with Soft-RoCE; the bytes
+    // printed below show it).
     std::uint64_t old = 0;
     std::memcpy(&old, mr->addr, sizeof old);
+    //! [byte_order]
+    const auto *b = static_cast<const unsigned char *>(mr->addr);
+    info("the old value as stored in our buffer, byte by byte: %02x %02x %02x %02x %02x %02x %02x %02x = 0x%016llx",
+         b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], static_cast<unsigned long long>(old));
     return old;
 }
 } // namespace
@@ -78,8 +86,13 @@ static void run(const Args &args)
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
 
     step(4, "exchange descriptors with the responder and move the QP to RTS");
-    // Atomics, like READs, wait for response data: the QP needs room for them in flight.
+    //! [rd_atomic]
+    // Atomics, like READs, wait for response data (the old value), so they count against the same
+    // limit: max_rd_atomic, the number we may have in flight at the responder (initiator depth),
+    // bounded by the device's max_qp_init_rd_atom. With 0 no atomic could be posted. The responder
+    // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
+    //! [rd_atomic]
     const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_atomic_responder)", rd_atomic);
     const ResourceDescriptor counter = wait_for_resource_descriptor(
         {args.resource_descriptor_path, "the responder (rdma_atomic_responder)", args.timeout_s, x.local.nonce},
@@ -100,6 +113,8 @@ static void run(const Args &args)
         throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) + ")",
                     "the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC");
     //! [checks]
+    if (ignore_access && !(counter.access & IBV_ACCESS_REMOTE_ATOMIC))
+        info("(demonstration) the export grants %s, no remote atomic: posting anyway", access_to_string(counter.access).c_str());
 
     std::optional<std::uint64_t> now; // the counter's value after our last operation
     if (do_add) {

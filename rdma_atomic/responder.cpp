@@ -35,7 +35,8 @@ static void run(const Args &args)
     std::memcpy(buf.data(), &initial, sizeof initial); // in our host order: atomics work on it as is
     //! [reg_mr]
     // Remote atomic lets the requester's device read-modify-write this word; it implies no remote
-    // read or write. Both the memory region and the QP must grant it.
+    // read or write. Both the memory region and the QP must grant it. (Without any remote flag, as
+    // with --no-atomic-access, the region has no usable remote key: Soft-RoCE hands out rkey 0.)
     const int access = IBV_ACCESS_LOCAL_WRITE | (atomic_access ? IBV_ACCESS_REMOTE_ATOMIC : 0);
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
     //! [reg_mr]
@@ -51,8 +52,12 @@ static void run(const Args &args)
     post_goodbye_receive(qp.get());
 
     step(5, "wait for the requester, move the QP to RTR and RTS, export the counter");
-    // Responder resources: atomics in flight at us, as for READs (max_qp_rd_atom).
+    //! [dest_rd_atomic]
+    // Responder resources (max_dest_rd_atomic): atomics, like READs, that the requester may have in
+    // flight at us; our device keeps each one's result until it is sent back. Bounded by the device's
+    // max_qp_rd_atom; at least 1, because with 0 our QP refuses every incoming atomic.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
+    //! [dest_rd_atomic]
     ResourceDescriptor counter{};
     counter.kind = ResourceKind::mmap;
     counter.addr = reinterpret_cast<std::uintptr_t>(buf.data());

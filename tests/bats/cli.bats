@@ -16,6 +16,8 @@ programs() {
     assert_line rdma_read_responder
     assert_line rdma_write_immediate_requester
     assert_line rdma_write_immediate_responder
+    assert_line rdma_atomic_requester
+    assert_line rdma_atomic_responder
 }
 
 @test "--help exits 0 and lists every common flag with its default" {

@@ -50,18 +50,48 @@ setup() {
     assert_line "Final counter value: 1 (0x1)"
 }
 
+@test "atomic: byte order: the counter and the old value are plain host-order 64-bit integers" {
+    # 0x0102030405060708: every byte differs, so a swapped order would show.
+    run_pair "$RESPONDER" $(responder_paths) -t 20 --initial 0x0102030405060708 -- "$REQUESTER" $(requester_paths) -t 20 --op fetch-add --add 0x10
+    assert_success
+    assert_line "Fetch-and-add: old value 72623859790382856, new value 72623859790382872"
+    # x86 is little-endian: the least significant byte comes first in memory.
+    assert_line --partial "the old value as stored in our buffer, byte by byte: 08 07 06 05 04 03 02 01 = 0x0102030405060708"
+    run echo "$peer_output"
+    assert_line "Final counter value: 72623859790382872 (0x102030405060718)"
+}
+
+@test "atomic: compare-and-swap alone compares with 0 by default" {
+    run_pair "$RESPONDER" $(responder_paths) -t 20 -- "$REQUESTER" $(requester_paths) -t 20 --op compare-swap
+    assert_success
+    assert_line --partial "if the counter is 0, make it 100"
+    assert_line "Compare-and-swap: found 0, swapped"
+    run echo "$peer_output"
+    assert_line "Final counter value: 100 (0x64)"
+}
+
 @test "atomic: the requester refuses a counter without remote atomic before posting" {
     RUN_FLAGS=-1 run_pair "$RESPONDER" $(responder_paths) -t 8 --no-atomic-access -- "$REQUESTER" $(requester_paths) -t 20
     assert_line --partial "requester: step 5 failed: the responder's memory does not grant remote atomic (access local_write)"
     assert_line --partial "hint: the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC"
     refute_line --partial "step 6:"
+    assert_equal "$peer_status" 1
+    run echo "$peer_output"
+    assert_line --partial "(demonstration) the counter grants no remote atomic: access local_write"
 }
 
 @test "atomic: posted anyway, an atomic on memory without remote atomic is refused by the responder" {
     RUN_FLAGS=-1 run_pair "$RESPONDER" $(responder_paths) -t 8 --no-atomic-access -- "$REQUESTER" $(requester_paths) -t 20 --ignore-access
-    assert_line --regexp "^requester: step 6 failed: the fetch-and-add completed with IBV_WC_REM_(ACCESS|INV_REQ)_ERR"
-    assert_line --regexp "^hint: .*(remote permission|does not grant this operation)"
+    assert_line --partial "(demonstration) the export grants local_write, no remote atomic: posting anyway"
+    # The QP grants remote atomic, the memory region does not: the responder's device refuses access.
+    assert_line --partial "requester: step 6 failed: the fetch-and-add completed with IBV_WC_REM_ACCESS_ERR"
+    assert_line --partial "hint: the peer refused access: check the rkey, that address and length lie inside the exported range, and that the peer granted this operation's remote permission (write, read or atomic) on its memory and QP"
+    refute_line --partial "Fetch-and-add: old value"
+    assert_line --index -1 "Sample finished with errors"
+    # The refused atomic broke the connection: the responder's goodbye receive is flushed.
+    assert_equal "$peer_status" 1
     run echo "$peer_output"
+    assert_line --partial "responder: step 6 failed: the requester's goodbye (a zero-length SEND after its atomics) completed with IBV_WC_WR_FLUSH_ERR"
     refute_line --partial "Final counter value"
 }
 
@@ -78,6 +108,7 @@ setup() {
     wait_peer responder
     assert_regex "$stderr" "requester: step 5 failed: remote address 0x[0-9a-f]*4 is not 8-byte aligned; nothing was posted"
     assert_regex "$stderr" "hint: atomics work on a naturally aligned 64-bit word"
+    refute_line --partial "step 6:"
 }
 
 @test "atomic: a bad --op is a usage error" {
