@@ -63,3 +63,15 @@ setup() {
     run echo "$peer_output"
     assert_line "Final counter value: 7 (0x7)"
 }
+
+@test "two hosts: rdma_sync_event crosses the network" {
+    on_host_a "$(prog rdma_sync_event_responder)" $(responder_on_a)
+    on_host_b "$(prog rdma_sync_event_requester)" $(requester_on_b)
+    assert_success
+    assert_line "Received sync event value 0xd0cb"
+    assert_line "Remote sync event has been notified for completion successfully"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line "Signaling sync event"
+    assert_line "Sync event completion value 0xffffffffffffffff received"
+}
