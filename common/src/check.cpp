@@ -56,7 +56,7 @@ struct WcInfo {
 constexpr WcInfo wc_table[] = {
     {IBV_WC_SUCCESS, "IBV_WC_SUCCESS", "no error"},
     {IBV_WC_LOC_LEN_ERR, "IBV_WC_LOC_LEN_ERR", "a message was longer than the receive buffer posted for it (receiver side), or a local length was invalid; make the receive buffer as large as the largest message"},
-    {IBV_WC_LOC_QP_OP_ERR, "IBV_WC_LOC_QP_OP_ERR", "the work request does not fit the QP (opcode, state or size); check the posted request"},
+    {IBV_WC_LOC_QP_OP_ERR, "IBV_WC_LOC_QP_OP_ERR", "the work request does not fit the QP (opcode, state or size); check the posted request. On Soft-RoCE (rxe), also an incoming SEND longer than the posted receive buffer"},
     {IBV_WC_LOC_EEC_OP_ERR, "IBV_WC_LOC_EEC_OP_ERR", "an internal EE context error"},
     {IBV_WC_LOC_PROT_ERR, "IBV_WC_LOC_PROT_ERR", "a local buffer is outside its memory region or the region lacks local write (lkey, address, length)"},
     {IBV_WC_WR_FLUSH_ERR, "IBV_WC_WR_FLUSH_ERR", "this request was flushed because the QP went to the error state; an earlier completion holds the real cause"},
