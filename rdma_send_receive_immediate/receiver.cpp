@@ -110,7 +110,8 @@ static void run(const Args &args)
                         "message (-s takes up to 256 bytes)");
     check_wc(wc, IBV_WC_RECV, "the receive"); // a SEND with immediate completes as IBV_WC_RECV, too
     //! [poll_recv]
-    info("completion: IBV_WC_RECV, byte_len %u, wc_flags 0x%x", wc.byte_len, wc.wc_flags);
+    info("completion: IBV_WC_RECV, byte_len %u, IBV_WC_WITH_IMM %s", wc.byte_len,
+         (wc.wc_flags & IBV_WC_WITH_IMM) ? "set" : "not set");
 
     step(8, "check the immediate in the completion, then print the byte_len bytes that arrived");
     //! [check_imm]
