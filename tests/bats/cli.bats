@@ -12,6 +12,18 @@ programs() {
     assert_success
     assert_line rdma_write_requester
     assert_line rdma_write_responder
+    assert_line rdma_send
+    assert_line rdma_receive
+    assert_line rdma_send_immediate
+    assert_line rdma_receive_immediate
+    assert_line rdma_read_requester
+    assert_line rdma_read_responder
+    assert_line rdma_write_immediate_requester
+    assert_line rdma_write_immediate_responder
+    assert_line rdma_atomic_requester
+    assert_line rdma_atomic_responder
+    assert_line rdma_sync_event_requester
+    assert_line rdma_sync_event_responder
 }
 
 @test "--help exits 0 and lists every common flag with its default" {
@@ -63,6 +75,26 @@ programs() {
     run -2 --separate-stderr "$(prog rdma_write_responder)" -ld /tmp/x -re /tmp/x
     assert_output ""
     assert_equal "$stderr" 'rdma_write_responder: -ld and -re name the same file "/tmp/x"; this side would read its own descriptor'
+}
+
+@test "the send/receive programs take no -m; the receivers take --recv-size and --no-prepost-receive" {
+    local p
+    for p in rdma_send rdma_receive rdma_send_immediate rdma_receive_immediate; do
+        run -2 --separate-stderr "$(prog "$p")" -m /tmp/x
+        assert_equal "$stderr" "$p: unknown flag \"-m\" (see --help)"
+    done
+    for p in rdma_receive rdma_receive_immediate; do
+        run -0 "$(prog "$p")" --help
+        assert_line --regexp '^  --recv-size (N|BYTES) +.*receive buffer.*\(default: 256\)$'
+        assert_line --partial "--no-prepost-receive"
+        refute_output --partial "-s, --send-string"
+        run -2 --separate-stderr "$(prog "$p")" --recv-size 0
+        assert_equal "$stderr" "$p: --recv-size: expected a number from 1 to 256, got \"0\""
+        run -2 --separate-stderr "$(prog "$p")" --no-prepost-receive=1
+        assert_equal "$stderr" "$p: --no-prepost-receive: takes no value"
+    done
+    run -0 "$(prog rdma_send)" --help
+    assert_line --partial "-s, --send-string TEXT"
 }
 
 @test "with no RDMA device at all, the error says how to get one" {
