@@ -75,3 +75,12 @@ setup() {
     assert_line "Signaling sync event"
     assert_line "Sync event completion value 0xffffffffffffffff received"
 }
+
+@test "two hosts: rdma_send_receive_immediate crosses the network" {
+    on_host_a "$(prog rdma_receive_immediate)" -ld "$SHARE/receiver.desc" -re "$SHARE/sender.desc" -t 60
+    on_host_b "$(prog rdma_send_immediate)" -ld "$SHARE/sender.desc" -re "$SHARE/receiver.desc" -t 60 -s "immediate across the wire"
+    assert_success
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Got from sender: "immediate across the wire" with immediate: 0xabcd'
+}
