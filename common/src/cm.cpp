@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <functional>
+#include <thread>
 
 namespace rdma_samples {
 
@@ -157,7 +158,7 @@ Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std
                            "and is the server's RDMA device bound to that address?");
     case RDMA_CM_EVENT_REJECTED:
         if (ev.status == 8) // IB_CM_REJ_INVALID_SERVICE_ID: no listener on that port
-            return Error(head + ": nobody is listening there", "is the server running on " + peer + "? start it "
+            return Error(head + ": nobody listens on " + peer, "is the server running on " + peer + "? start it "
                                                                "first (the side without -sa), with the same -lp");
         return Error(head + ": the server refused the connection",
                      "the server may have all the clients it expects (-nc) or may have stopped; check its output");
@@ -271,38 +272,57 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_
     if (!args.server_addr)
         throw Error("-cm: this side is the RDMA CM client but no server address was given",
                     "give the server's address with -sa ADDR (the server is the side started without -sa)");
-    CmConnection c;
-    c.channel = create_event_channel();
-    rdma_cm_id *id = nullptr;
-    check_rc(rdma_create_id(c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
-    c.id.reset(id);
     SockAddr dst = parse_server_addr(*args.server_addr, args.server_addr_type, args.listen_port);
-    c.peer = addr_to_string(dst.get());
+    const std::string peer = addr_to_string(dst.get());
     const int timeout_ms = args.timeout_s * 1000;
+    const auto deadline = Clock::now() + std::chrono::seconds(args.timeout_s);
+    for (bool told = false;; told = true) {
+        CmConnection c;
+        c.peer = peer;
+        c.channel = create_event_channel();
+        rdma_cm_id *id = nullptr;
+        check_rc(rdma_create_id(c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        c.id.reset(id);
 
-    // 1. Address: which local device and port reach the server (like ARP plus a routing lookup).
-    check_cm(rdma_resolve_addr(id, nullptr, dst.get(), timeout_ms), "rdma_resolve_addr(" + c.peer + ")",
-             [](int) -> std::string {
-                 return "check the address and -sat; it must be reachable through an RDMA device's interface";
-             });
-    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, args.timeout_s, "the address of " + c.peer, c.peer);
-    check_cm_device(id, dev);
-    // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
-    check_cm(rdma_resolve_route(id, timeout_ms), "rdma_resolve_route(" + c.peer + ")",
-             [](int err) { return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address"); });
-    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, args.timeout_s, "a route to " + c.peer, c.peer);
-    info("RDMA CM: %s is reachable through %s port %u", c.peer.c_str(), ibv_get_device_name(id->verbs->device),
-         id->port_num);
+        // 1. Address: which local device and port reach the server (like ARP plus a routing lookup).
+        check_cm(rdma_resolve_addr(id, nullptr, dst.get(), timeout_ms), "rdma_resolve_addr(" + peer + ")",
+                 [](int) -> std::string {
+                     return "check the address and -sat; it must be reachable through an RDMA device's interface";
+                 });
+        expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, args.timeout_s, "the address of " + peer, peer);
+        check_cm_device(id, dev);
+        // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
+        check_cm(rdma_resolve_route(id, timeout_ms), "rdma_resolve_route(" + peer + ")",
+                 [](int err) { return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address"); });
+        expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, args.timeout_s, "a route to " + peer, peer);
+        if (!told)
+            info("RDMA CM: %s is reachable through %s port %u", peer.c_str(), ibv_get_device_name(id->verbs->device),
+                 id->port_num);
 
-    // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
-    rdma_conn_param param = cm_conn_param(qp, rd_atomic);
-    check_rc(rdma_connect(id, &param), "rdma_connect");
-    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_CONNECT_RESPONSE, args.timeout_s, "the server to accept", c.peer);
-    // 4. We created the QP ourselves, so we take it to RTR and RTS, then tell the CM (an RTU message):
-    //    the server sees RDMA_CM_EVENT_ESTABLISHED.
-    cm_ready_qp(id, qp, rd_atomic);
-    check_rc(rdma_establish(id), "rdma_establish");
-    return c;
+        // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
+        rdma_conn_param param = cm_conn_param(qp, rd_atomic);
+        check_rc(rdma_connect(id, &param), "rdma_connect");
+        CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
+        if (ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 8 && Clock::now() < deadline) {
+            // Nobody listens on that port (yet): a server started at the same time may still be setting
+            // up. Like a TCP client that retries a refused connect(), try again until -t runs out.
+            if (!told)
+                info("nobody listens on %s yet; trying again for up to %d s", peer.c_str(), args.timeout_s);
+            ev.reset();
+            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            continue;
+        }
+        if (!ev)
+            throw Error("timed out after " + std::to_string(args.timeout_s) + " s waiting for the server to accept",
+                        "is the server running on " + peer + "? raise -t if it is just slow");
+        if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
+            throw cm_event_error(*ev, "the server to accept", peer);
+        // 4. We created the QP ourselves, so we take it to RTR and RTS, then tell the CM (an RTU message):
+        //    the server sees RDMA_CM_EVENT_ESTABLISHED.
+        cm_ready_qp(id, qp, rd_atomic);
+        check_rc(rdma_establish(id), "rdma_establish");
+        return c;
+    }
 }
 
 CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int rd_atomic)
@@ -383,6 +403,47 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, ibv_cq *cq, const std::string &text
     ibv_send_wr *bad = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, descriptor)");
     poll_completion(cq, timeout_s, IBV_WC_SEND, "the descriptor SEND completion");
+}
+
+int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id)
+{
+    for (std::size_t i = 0; i < clients.size(); ++i)
+        if (clients[i].id.get() == id)
+            return static_cast<int>(i);
+    return -1;
+}
+
+void reject_request(CmEventPtr request)
+{
+    rdma_cm_id *id = request->id;
+    check_rc(rdma_reject(id, nullptr, 0), "rdma_reject");
+    request.reset(); // acknowledge the event before destroying its id
+    rdma_destroy_id(id);
+}
+
+void disconnect_clients(rdma_event_channel *ch, std::vector<CmClient> &clients, int timeout_s)
+{
+    int waiting = 0;
+    for (auto &c : clients)
+        if (c.established && !c.disconnected) {
+            if (rdma_disconnect(c.id.get()) == 0)
+                ++waiting;
+            else
+                c.disconnected = true; // already gone
+        }
+    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
+    while (waiting > 0) {
+        CmEventPtr ev = next_cm_event(ch, deadline);
+        if (!ev)
+            return; // the work is done; a peer that does not confirm its disconnect changes nothing
+        const int i = find_client(clients, ev->id);
+        if (ev->event == RDMA_CM_EVENT_DISCONNECTED && i >= 0 && !clients[i].disconnected) {
+            clients[i].disconnected = true;
+            --waiting;
+        } else if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
+            reject_request(std::move(ev));
+        }
+    }
 }
 
 } // namespace rdma_samples

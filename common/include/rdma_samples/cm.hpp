@@ -38,6 +38,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 namespace rdma_samples {
 
@@ -191,6 +192,30 @@ private:
  * @param timeout_s  bound for the completion
  */
 void send_descriptor(ibv_pd *pd, ibv_qp *qp, ibv_cq *cq, const std::string &text, int timeout_s);
+
+/** @brief One client of a server that takes many (rdma_multi_conn): its cm_id and how it fares. */
+struct CmClient {
+    CmIdPtr id;                ///< from its CONNECT_REQUEST; empty until the client arrived
+    std::string addr;          ///< where it connected from
+    bool established = false;  ///< RDMA_CM_EVENT_ESTABLISHED seen
+    bool done = false;         ///< its message went through
+    bool disconnected = false; ///< RDMA_CM_EVENT_DISCONNECTED seen
+    std::string lost;          ///< why it failed, or empty
+};
+
+/** @brief The index of the client whose cm_id is @p id, or -1. */
+int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id);
+
+/** @brief Refuse a connection request the server has no room for (the client sees REJECTED). */
+void reject_request(CmEventPtr request);
+
+/**
+ * @brief Disconnect every client still connected and wait (bounded) until the CM confirms each.
+ * @param ch        the server's event channel
+ * @param clients   all clients
+ * @param timeout_s the bound
+ */
+void disconnect_clients(rdma_event_channel *ch, std::vector<CmClient> &clients, int timeout_s);
 
 /** @brief Largest in-band descriptor, in bytes. */
 inline constexpr std::size_t max_descriptor_text = 1024;

@@ -114,6 +114,12 @@ ConnectionDescriptor wait_for_connection_descriptor(const WaitFor &w);
 /** @brief As wait_for_connection_descriptor(), for a resource descriptor of kind @p kind. */
 ResourceDescriptor wait_for_resource_descriptor(const WaitFor &w, ResourceKind kind);
 
+/**
+ * @brief The descriptor file of connection @p i when one process has many (rdma_multi_conn):
+ * "<path>-0000", "<path>-0001", ...
+ */
+std::string numbered_path(const std::string &path, int i);
+
 /** @brief A fresh random 64-bit nonce. */
 std::uint64_t new_nonce();
 
