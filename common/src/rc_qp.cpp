@@ -1,6 +1,7 @@
 /** @file rc_qp.cpp @brief RC queue pairs: creation, the three transitions, bounded polling, goodbye. */
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
 
 #include <sched.h>
@@ -159,6 +160,52 @@ void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s)
     ibv_send_wr *bad = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, 0 bytes: goodbye)");
     poll_completion(cq, timeout_s, IBV_WC_SEND, "the goodbye SEND completion");
+}
+
+} // namespace rdma_samples
+
+namespace rdma_samples {
+
+Exchange connect_requester(const Args &args, const Device &dev, ibv_qp *qp, const std::string &peer, int max_rd_atomic)
+{
+    Exchange x;
+    const std::uint32_t psn = random_psn();
+    x.local = describe_qp(qp, dev, psn, new_nonce());
+    write_descriptor_file(args.local_descriptor_path, format_descriptor(x.local));
+    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), x.local.qp_num, x.local.psn,
+         gid_to_string(x.local.gid).c_str());
+    x.remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, x.local.nonce});
+    info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", x.remote.qp_num, x.remote.psn, gid_to_string(x.remote.gid).c_str());
+    qp_to_init(qp, dev, 0);
+    qp_to_rtr(qp, dev, x.remote);
+    qp_to_rts(qp, psn, max_rd_atomic);
+    return x;
+}
+
+Exchange accept_requester(const Args &args, const Device &dev, ibv_qp *qp, const std::string &peer, int max_dest_rd_atomic,
+                          ResourceDescriptor *resource)
+{
+    Exchange x;
+    x.remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, {}});
+    info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", x.remote.qp_num, x.remote.psn, gid_to_string(x.remote.gid).c_str());
+    const std::uint32_t psn = random_psn();
+    qp_to_rtr(qp, dev, x.remote, max_dest_rd_atomic);
+    qp_to_rts(qp, psn);
+    // Answer only now that the QP accepts packets: nothing the requester posts can find it unready.
+    x.local = describe_qp(qp, dev, psn, new_nonce());
+    x.local.peer_nonce = x.remote.nonce;
+    if (resource) {
+        resource->nonce = x.local.nonce;
+        resource->peer_nonce = x.remote.nonce;
+        write_descriptor_file(args.resource_descriptor_path, format_descriptor(*resource));
+        info("wrote %s: addr 0x%llx, length %u, rkey 0x%x, access %s", args.resource_descriptor_path.c_str(),
+             static_cast<unsigned long long>(resource->addr), resource->length, resource->rkey,
+             access_to_string(resource->access).c_str());
+    }
+    write_descriptor_file(args.local_descriptor_path, format_descriptor(x.local));
+    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), x.local.qp_num, x.local.psn,
+         gid_to_string(x.local.gid).c_str());
+    return x;
 }
 
 } // namespace rdma_samples

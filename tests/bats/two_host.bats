@@ -23,3 +23,22 @@ setup() {
     assert_line 'Responder memory now holds: "written across the wire"'
     assert_line --index -1 "Sample finished successfully"
 }
+
+@test "two hosts: rdma_send_receive crosses the network" {
+    on_host_a "$(prog rdma_receive)" -ld "$SHARE/receiver.desc" -re "$SHARE/sender.desc" -t 60
+    on_host_b "$(prog rdma_send)" -ld "$SHARE/sender.desc" -re "$SHARE/receiver.desc" -t 60 -s "sent across the wire"
+    assert_success
+    assert_line 'Submitting RDMA send task that sends "sent across the wire" to receiver'
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line --partial "GID index 1 (::ffff:10.77.0.1)"
+    assert_line 'Got from sender: "sent across the wire"'
+}
+
+@test "two hosts: rdma_read crosses the network" {
+    on_host_a "$(prog rdma_read_responder)" $(responder_on_a) -r "read across the wire"
+    on_host_b "$(prog rdma_read_requester)" $(requester_on_b)
+    assert_success
+    assert_line 'Read from responder: "read across the wire"'
+    assert_equal "$peer_status" 0
+}

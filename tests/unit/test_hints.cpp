@@ -17,7 +17,7 @@ TEST(Hints, EveryCompletionStatusASampleCanMeetHasItsOwnHint)
         {IBV_WC_RNR_RETRY_EXC_ERR, "receive"},
         {IBV_WC_WR_FLUSH_ERR, "earlier completion"},
         {IBV_WC_LOC_LEN_ERR, "longer than the receive buffer"},
-        {IBV_WC_REM_INV_REQ_ERR, "atomic"},
+        {IBV_WC_REM_INV_REQ_ERR, "QP access flags"},
         {IBV_WC_LOC_PROT_ERR, "lkey"},
         {IBV_WC_REM_OP_ERR, "peer"},
     };

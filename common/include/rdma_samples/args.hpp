@@ -90,7 +90,11 @@ public:
  */
 Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv);
 
-/** @brief The --help text: every flag the program takes, with its default. */
+/**
+ * @brief The --help text: every flag the program takes, with its default.
+ * @param spec the program's flags
+ * @return the text, several lines
+ */
 std::string usage(const ProgramSpec &spec);
 
 /**
@@ -98,6 +102,7 @@ std::string usage(const ProgramSpec &spec);
  * @param flag  the flag name, for the message
  * @param text  the value as typed
  * @param lo,hi the accepted range
+ * @return the value
  * @throws UsageError naming the flag, the value and the range
  */
 std::uint64_t parse_number(const std::string &flag, const std::string &text, std::uint64_t lo, std::uint64_t hi);

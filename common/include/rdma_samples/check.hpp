@@ -28,7 +28,8 @@ public:
      * @param hint one line: what the user should check or try (may be empty)
      */
     Error(const std::string &what, std::string hint) : std::runtime_error(what), hint_(std::move(hint)) {}
-    /** @brief What to check or try next, or an empty string. */
+    /** @brief What to check or try next.
+     *  @return the hint, or an empty string */
     const std::string &hint() const { return hint_; }
 
 private:
@@ -50,10 +51,18 @@ std::string hint_for_errno(const std::string &call, int err);
  */
 std::string hint_for_wc_status(ibv_wc_status status);
 
-/** @brief The enum name of a completion status, e.g. "IBV_WC_REM_ACCESS_ERR". */
+/**
+ * @brief The enum name of a completion status, e.g. "IBV_WC_REM_ACCESS_ERR".
+ * @param status the status
+ * @return its name
+ */
 const char *wc_status_name(ibv_wc_status status);
 
-/** @brief The enum name of a completion opcode, e.g. "IBV_WC_RDMA_WRITE". */
+/**
+ * @brief The enum name of a completion opcode, e.g. "IBV_WC_RDMA_WRITE".
+ * @param opcode the opcode
+ * @return its name
+ */
 const char *wc_opcode_name(ibv_wc_opcode opcode);
 
 /**
@@ -64,7 +73,11 @@ const char *wc_opcode_name(ibv_wc_opcode opcode);
 [[noreturn]] void fail_errno(const std::string &call, int err);
 
 namespace detail {
-/** @brief With -v, print a successful pointer-returning call and its result. */
+/**
+ * @brief With -v, print a successful pointer-returning call and its result.
+ * @param call the call
+ * @param ptr  what it returned
+ */
 void trace_pointer(const std::string &call, const void *ptr);
 } // namespace detail
 

@@ -65,15 +65,24 @@ public:
     using std::runtime_error::runtime_error;
 };
 
-/** @brief The text form of a connection descriptor. */
+/**
+ * @brief The text form of a connection descriptor.
+ * @param d the descriptor
+ * @return the file's contents, `key=value` lines
+ */
 std::string format_descriptor(const ConnectionDescriptor &d);
-/** @brief The text form of a resource descriptor. */
+/**
+ * @brief The text form of a resource descriptor.
+ * @param d the descriptor
+ * @return the file's contents, `key=value` lines
+ */
 std::string format_descriptor(const ResourceDescriptor &d);
 
 /**
  * @brief Parse a connection descriptor.
  * @param text   the file's contents
  * @param source the file name, for messages
+ * @return the descriptor
  * @throws DescriptorError "<source> line N: <key>: expected ..., got ..." for any malformed, missing,
  *         duplicate or unknown field, a wrong kind or version
  */
@@ -84,12 +93,15 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
  * @param text   the file's contents
  * @param source the file name, for messages
  * @param kind   the kind this program expects
+ * @return the descriptor
  * @throws DescriptorError as parse_connection_descriptor()
  */
 ResourceDescriptor parse_resource_descriptor(const std::string &text, const std::string &source, ResourceKind kind);
 
 /**
  * @brief Write @p text to @p path atomically: a temporary file in the same folder, then rename().
+ * @param path where the file goes (-ld, -m)
+ * @param text its contents (format_descriptor())
  * @throws Error naming the path and errno, with a hint
  */
 void write_descriptor_file(const std::string &path, const std::string &text);
@@ -107,20 +119,31 @@ struct WaitFor {
  *
  * Says once which file it waits for and who writes it. A file whose peer_nonce does not match is from
  * an earlier run: it is reported once and ignored. A file that stays malformed is an error.
+ * @param w the file, who writes it, the bound and the nonce it must answer
+ * @return the parsed descriptor
  * @throws Error on timeout (naming the file and the writer) or DescriptorError
  */
 ConnectionDescriptor wait_for_connection_descriptor(const WaitFor &w);
 
-/** @brief As wait_for_connection_descriptor(), for a resource descriptor of kind @p kind. */
+/**
+ * @brief As wait_for_connection_descriptor(), for a resource descriptor of kind @p kind.
+ * @param w    the file, who writes it, the bound and the nonce it must answer
+ * @param kind the kind this program expects
+ * @return the parsed descriptor
+ */
 ResourceDescriptor wait_for_resource_descriptor(const WaitFor &w, ResourceKind kind);
 
 /**
  * @brief The descriptor file of connection @p i when one process has many (rdma_multi_conn):
  * "<path>-0000", "<path>-0001", ...
+ * @param path the path given with -ld or -re
+ * @param i    the connection's index
+ * @return the numbered path
  */
 std::string numbered_path(const std::string &path, int i);
 
-/** @brief A fresh random 64-bit nonce. */
+/** @brief A fresh random 64-bit nonce.
+ *  @return the nonce */
 std::uint64_t new_nonce();
 
 } // namespace rdma_samples

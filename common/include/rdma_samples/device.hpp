@@ -38,10 +38,19 @@ struct GidEntry {
  */
 int choose_gid_index(const std::vector<GidEntry> &table, bool is_ib);
 
-/** @brief The GID as text: "::ffff:10.77.0.1" for IPv4-mapped, IPv6 notation otherwise. */
+/**
+ * @brief The GID as text: "::ffff:10.77.0.1" for IPv4-mapped, IPv6 notation otherwise.
+ * @param gid the GID
+ * @return its text form
+ */
 std::string gid_to_string(const ibv_gid &gid);
 
-/** @brief Parse the text form back; returns false when @p text is no IPv6 address. */
+/**
+ * @brief Parse the text form back.
+ * @param text the text, e.g. "::ffff:10.77.0.1"
+ * @param[out] gid the GID, when the text is valid
+ * @return false when @p text is no IPv6 address
+ */
 bool gid_from_string(const std::string &text, ibv_gid &gid);
 
 /** @brief An open device, its port, and the GID this side is addressed by. */
@@ -61,6 +70,7 @@ struct Device {
  * Errors explain themselves: no device at all (with how to create a Soft-RoCE one), an unknown name
  * (with the names that exist), a port that is not active, a GID index out of range or empty.
  * @param args the parsed command line (-d, -g)
+ * @return the open device, its port and chosen GID
  */
 Device open_device(const Args &args);
 

@@ -34,13 +34,16 @@ void result(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 void trace(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
-/** @brief The step most recently announced with step(), or 0 before the first. */
+/** @brief The step most recently announced with step().
+ *  @return its number, or 0 before the first */
 int current_step();
 
-/** @brief Switch the verbose trace (-v) on or off. */
+/** @brief Switch the verbose trace (-v) on or off.
+ *  @param on true for -v */
 void set_verbose(bool on);
 
-/** @brief Whether -v was given. */
+/** @brief Whether -v was given.
+ *  @return true when verbose */
 bool verbose();
 
 } // namespace rdma_samples

@@ -18,9 +18,11 @@ class Buffer {
 public:
     /** @param size bytes; the allocation is rounded up to whole pages */
     explicit Buffer(std::size_t size);
-    /** @brief First byte. */
+    /** @brief First byte.
+     *  @return the buffer's address */
     char *data() const { return data_.get(); }
-    /** @brief The size asked for. */
+    /** @brief The size asked for.
+     *  @return bytes */
     std::size_t size() const { return size_; }
 
 private:
@@ -29,11 +31,16 @@ private:
     std::size_t size_;
 };
 
-/** @brief IBV_ACCESS_* flags as text, e.g. "local_write|remote_write"; "local_read_only" for 0. */
+/**
+ * @brief IBV_ACCESS_* flags as text, e.g. "local_write|remote_write"; "local_read_only" for 0.
+ * @param access the flags
+ * @return their names, joined with '|'
+ */
 std::string access_to_string(int access);
 
 /**
  * @brief Parse access_to_string()'s text back.
+ * @param text the names, joined with '|'
  * @return the flags, or -1 when the text names something unknown
  */
 int access_from_string(const std::string &text);

@@ -7,6 +7,7 @@
  */
 #pragma once
 
+#include <rdma_samples/args.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/verbs.hpp>
@@ -33,6 +34,7 @@ struct QpCaps {
  * @param pd   protection domain
  * @param cq   completion queue
  * @param caps queue depths
+ * @return the new QP, in state RESET
  */
 QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps = {});
 
@@ -61,13 +63,23 @@ void qp_to_rtr(ibv_qp *qp, const Device &dev, const ConnectionDescriptor &remote
  */
 void qp_to_rts(ibv_qp *qp, std::uint32_t psn, int max_rd_atomic = 0);
 
-/** @brief The path MTU both sides can use: the smaller of ours and the peer's, as an enum. */
+/**
+ * @brief The path MTU both sides can use: the smaller of ours and the peer's, as an enum.
+ * @param dev           our device (its active MTU)
+ * @param peer_mtu_bytes the MTU in the peer's descriptor
+ * @return the smaller of the two
+ */
 ibv_mtu path_mtu(const Device &dev, int peer_mtu_bytes);
 
-/** @brief 256..4096 bytes for an ibv_mtu value. */
+/**
+ * @brief 256..4096 bytes for an ibv_mtu value.
+ * @param mtu the enum value
+ * @return bytes
+ */
 int mtu_bytes(ibv_mtu mtu);
 
-/** @brief A random 24-bit packet sequence number. */
+/** @brief A random 24-bit packet sequence number.
+ *  @return the PSN */
 std::uint32_t random_psn();
 
 /**
@@ -76,6 +88,7 @@ std::uint32_t random_psn();
  * @param dev   our device (LID, GID, active MTU)
  * @param psn   our first PSN
  * @param nonce our fresh nonce
+ * @return the descriptor to publish
  */
 ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint32_t psn, std::uint64_t nonce);
 
@@ -128,7 +141,52 @@ private:
  */
 void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s);
 
-/** @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND. */
+/**
+ * @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND.
+ * @param qp the QP, at least in INIT
+ */
 void post_goodbye_receive(ibv_qp *qp);
+
+} // namespace rdma_samples
+
+namespace rdma_samples {
+
+/** @brief Both sides' connection descriptors, after the exchange. */
+struct Exchange {
+    ConnectionDescriptor local;  ///< what we published
+    ConnectionDescriptor remote; ///< what the peer published
+};
+
+/**
+ * @brief The requester's half of the descriptor exchange, as rdma_write/requester.cpp writes it out:
+ * publish our connection descriptor (-ld), wait for the responder's answer (-re, naming our nonce),
+ * then move @p qp INIT -> RTR -> RTS.
+ *
+ * When this returns, the responder's QP is ready to receive and any resource descriptor it exports is
+ * already written (it writes that one first): read it with wait_for_resource_descriptor(), answering
+ * the returned local nonce.
+ * @param args          -ld, -re, -t
+ * @param dev           our device
+ * @param qp            our QP, in RESET
+ * @param peer          who answers, for messages, e.g. "the responder (rdma_read_responder)"
+ * @param max_rd_atomic READs/atomics we may have in flight at the responder (0 if none)
+ * @return our descriptor (its nonce) and the responder's
+ */
+Exchange connect_requester(const Args &args, const Device &dev, ibv_qp *qp, const std::string &peer, int max_rd_atomic = 0);
+
+/**
+ * @brief The responder's half, as rdma_write/responder.cpp does it: wait for the requester's
+ * descriptor (-re), move @p qp (already in INIT, receives already posted) to RTR and RTS, then publish
+ * @p resource (if any, to -m) and our connection descriptor (-ld), both answering the requester's nonce.
+ * @param args              -ld, -re, -m, -t
+ * @param dev               our device
+ * @param qp                our QP, in INIT
+ * @param peer              who publishes first, for messages, e.g. "the requester (rdma_read_requester)"
+ * @param max_dest_rd_atomic READs/atomics the requester may have in flight at us (0 if none)
+ * @param resource          the memory we export, or nullptr; its nonces are filled in here
+ * @return our descriptor and the requester's
+ */
+Exchange accept_requester(const Args &args, const Device &dev, ibv_qp *qp, const std::string &peer,
+                          int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
 
 } // namespace rdma_samples

@@ -1,0 +1,117 @@
+/**
+ * @file requester.cpp
+ * @brief RDMA READ, requester side: copy the responder's exported buffer into ours.
+ *
+ * A READ is one-sided like a WRITE, in the other direction: our device asks, the responder's device
+ * answers from its memory, and the responder's CPU takes no part and sees no completion. The QP
+ * transitions are written out in rdma_write/requester.cpp; connect_requester() does them here.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+using namespace rdma_samples;
+
+namespace {
+std::uint32_t read_length = 0; // --length: 0 = the whole exported range
+bool try_write = false;        // --try-write: demonstrate that remote write was not granted
+} // namespace
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+
+    step(2, "register a %zu-byte buffer for the READ to fill (local read/write, not exported)", max_message_length);
+    Buffer buf(max_message_length);
+    //! [reg_mr]
+    // DOCA's table: the requester's mmap is local read/write. Local write matters here: our device
+    // writes the bytes it reads from the responder into this buffer.
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+    //! [reg_mr]
+
+    step(3, "create a completion queue and an RC queue pair");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    info("QPN 0x%06x", qp->qp_num);
+
+    step(4, "exchange descriptors with the responder and move the QP to RTS");
+    //! [rd_atomic]
+    // A READ waits for its response data, so the QP must allow READs "in flight": max_rd_atomic on our
+    // side (initiator depth), bounded by the device's max_qp_init_rd_atom. The responder sets the
+    // matching max_dest_rd_atomic (responder resources). 0 would make every READ fail.
+    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
+    //! [rd_atomic]
+    const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_read_responder)", rd_atomic);
+    const ResourceDescriptor mmap = wait_for_resource_descriptor(
+        {args.resource_descriptor_path, "the responder (rdma_read_responder)", args.timeout_s, x.local.nonce},
+        ResourceKind::mmap);
+    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
+         mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
+
+    const std::uint32_t len = read_length != 0 ? read_length : std::min<std::uint32_t>(mmap.length, max_message_length);
+    step(5, "check the READ stays inside what the responder exported and granted");
+    //! [range_check]
+    if (len > mmap.length || len > buf.size())
+        throw Error("a READ of " + std::to_string(len) + " bytes would go past the " + std::to_string(mmap.length) +
+                        " bytes the responder exported; nothing was posted",
+                    "read at most the exported length (--length " + std::to_string(mmap.length) + ")");
+    if (!try_write && !(mmap.access & IBV_ACCESS_REMOTE_READ))
+        throw Error("the responder's memory does not grant remote read (access " + access_to_string(mmap.access) + ")",
+                    "the responder must register its buffer with IBV_ACCESS_REMOTE_READ");
+    //! [range_check]
+
+    const ibv_wr_opcode opcode = try_write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
+    step(6, "post an RDMA %s of %u bytes at remote addr 0x%llx, rkey 0x%x", try_write ? "WRITE (demonstration)" : "READ",
+         len, static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+    //! [post_read]
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the bytes land, here
+    sge.length = len;
+    sge.lkey = mr->lkey;
+    ibv_send_wr wr{};
+    wr.wr_id = 1;
+    wr.opcode = opcode;                  // IBV_WR_RDMA_READ: pull remote bytes into our buffer
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = mmap.addr;  // where they come from, there
+    wr.wr.rdma.rkey = mmap.rkey;
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_READ)");
+    //! [post_read]
+
+    step(7, "poll the completion queue until the %s completes", try_write ? "WRITE" : "READ");
+    poll_completion(cq.get(), args.timeout_s, try_write ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ,
+                    try_write ? "the RDMA WRITE into memory that grants only remote read" : "the RDMA READ");
+    if (try_write)
+        throw Error("the RDMA WRITE succeeded although the responder granted only remote read",
+                    "the responder's memory region must not include IBV_ACCESS_REMOTE_WRITE");
+    const std::size_t n = strnlen(buf.data(), len);
+    result("Read from responder: \"%.*s\"", static_cast<int>(n), buf.data());
+
+    step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
+    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+}
+
+int main(int argc, char **argv)
+{
+    ProgramSpec spec{.name = "rdma_read_requester",
+                     .role = "requester",
+                     .summary = "RDMA READ, requester side: read the string the responder exports."};
+    spec.extra.push_back({"length", "BYTES", "bytes to read; more than the responder exported is refused before posting",
+                          "the exported length", [](const std::string &v) {
+                              read_length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 30));
+                          }});
+    spec.extra.push_back({"try-write", "", "demonstration: WRITE instead of READ; fails with IBV_WC_REM_ACCESS_ERR",
+                          "", [](const std::string &) { try_write = true; }});
+    return run_sample(spec, argc, argv, run);
+}

@@ -1,0 +1,74 @@
+/**
+ * @file responder.cpp
+ * @brief RDMA READ, responder side: export a string for the requester to read, then wait.
+ *
+ * The responder has no task of its own: it registers its buffer with remote read (and nothing more),
+ * hands out address, length and rkey, and waits for the requester's goodbye before it releases the
+ * memory. Its CPU never sees the READ.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+using namespace rdma_samples;
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+
+    step(2, "register a %zu-byte buffer holding \"%s\" (local read/write + remote read)", max_message_length,
+         args.message.c_str());
+    Buffer buf(max_message_length);
+    std::memcpy(buf.data(), args.message.data(), args.message.size());
+    //! [reg_mr]
+    // DOCA's table: the responder's mmap is local read/write + remote read. No remote write: the
+    // requester can read this buffer through the rkey but cannot change a byte of it.
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ;
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
+    //! [reg_mr]
+
+    step(3, "create a completion queue and an RC queue pair that accepts remote reads");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ); // the QP must grant remote read too
+    info("QPN 0x%06x, state INIT", qp->qp_num);
+
+    step(4, "post a receive for the requester's goodbye");
+    post_goodbye_receive(qp.get());
+
+    step(5, "wait for the requester, move the QP to RTR and RTS, export the buffer");
+    // Responder resources: how many READs the requester may have outstanding at us at once.
+    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
+    ResourceDescriptor mmap{};
+    mmap.kind = ResourceKind::mmap;
+    mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    mmap.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
+    mmap.rkey = mr->rkey;
+    mmap.access = access;
+    accept_requester(args, dev, qp.get(), "the requester (rdma_read_requester)", rd_atomic, &mmap);
+
+    step(6, "wait for the goodbye; the READ itself gives us no completion");
+    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its READ)");
+    result("Responder memory still holds: \"%s\"", args.message.c_str());
+    if (std::memcmp(buf.data(), args.message.data(), args.message.size()) != 0)
+        throw Error("the exported buffer changed although it grants no remote write", "this should never happen; check dmesg");
+}
+
+int main(int argc, char **argv)
+{
+    const ProgramSpec spec{.name = "rdma_read_responder",
+                           .role = "responder",
+                           .summary = "RDMA READ, responder side: export a string for the requester to read.",
+                           .message_flag = 'r',
+                           .message_help = "string the requester reads"};
+    return run_sample(spec, argc, argv, run);
+}

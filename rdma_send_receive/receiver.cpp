@@ -1,0 +1,80 @@
+/**
+ * @file receiver.cpp
+ * @brief RECEIVE, receiver side: post a receive, then let the sender fill it.
+ *
+ * A SEND consumes the first receive posted on the receiving QP. If none is posted when it arrives, the
+ * receiver's device answers "Receiver Not Ready" and the sender retries, then fails. So the receive is
+ * posted first, before this side publishes anything the sender could act on.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+using namespace rdma_samples;
+
+namespace {
+std::size_t recv_size = max_message_length; // --recv-size: shrink it to see IBV_WC_LOC_LEN_ERR
+bool prepost = true;                         // --no-prepost-receive: see IBV_WC_RNR_RETRY_EXC_ERR
+} // namespace
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+
+    step(2, "register a %zu-byte receive buffer (local read/write: the device writes into it)", recv_size);
+    Buffer buf(recv_size);
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+
+    step(3, "create a completion queue and an RC queue pair (no remote access: SEND needs none)");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    qp_to_init(qp.get(), dev, 0);
+    info("QPN 0x%06x, state INIT", qp->qp_num);
+
+    if (prepost) {
+        step(4, "post a receive for up to %zu bytes BEFORE the sender can send", recv_size);
+        //! [post_recv]
+        ibv_sge sge{};
+        sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+        sge.length = static_cast<std::uint32_t>(buf.size()); // a longer message fails: IBV_WC_LOC_LEN_ERR
+        sge.lkey = mr->lkey;
+        ibv_recv_wr wr{};
+        wr.wr_id = 1;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr *bad_wr = nullptr;
+        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+        //! [post_recv]
+    } else {
+        step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
+    }
+
+    step(5, "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
+    accept_requester(args, dev, qp.get(), "the sender (rdma_send)");
+
+    step(6, "poll the completion queue until the message has arrived");
+    const ibv_wc wc = poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the message from the sender");
+    // byte_len is how many bytes the SEND carried: the buffer holds exactly those.
+    result("Got from sender: \"%.*s\"", static_cast<int>(wc.byte_len), buf.data());
+}
+
+int main(int argc, char **argv)
+{
+    ProgramSpec spec{.name = "rdma_receive",
+                     .role = "receiver",
+                     .summary = "RECEIVE, receiver side: post a receive and print what the sender sends into it.",
+                     .resource_descriptor = false};
+    spec.extra.push_back({"recv-size", "BYTES", "size of the posted receive buffer; smaller than the message shows IBV_WC_LOC_LEN_ERR",
+                          std::to_string(max_message_length), [](const std::string &v) {
+                              recv_size = parse_number("--recv-size", v, 1, max_message_length);
+                          }});
+    spec.extra.push_back({"no-prepost-receive", "", "demonstration: post no receive, so the SEND fails with RNR retry exceeded",
+                          "", [](const std::string &) { prepost = false; }});
+    return run_sample(spec, argc, argv, run);
+}

@@ -1,0 +1,78 @@
+/**
+ * @file sender.cpp
+ * @brief SEND, sender side: hand a message to the receiver, who decided in advance where it lands.
+ *
+ * SEND/RECEIVE is the "two-sided" model: the receiver's CPU takes part. It posts a receive naming its
+ * own buffer, and the sender's message fills the first receive waiting in the queue. No address and no
+ * rkey cross the wire, so neither side exports memory. The QP transitions are written out in
+ * rdma_write/requester.cpp; here connect_requester() does them.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <cstring>
+
+using namespace rdma_samples;
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+
+    step(2, "register a buffer holding the %zu-byte message (local read/write, not exported)", args.message.size());
+    Buffer buf(max_message_length);
+    std::memcpy(buf.data(), args.message.data(), args.message.size());
+    //! [reg_mr]
+    // DOCA's table: both sides of a send/receive use local read/write only. The device reads the
+    // message from here; nobody reaches this memory remotely, so no IBV_ACCESS_REMOTE_* flag.
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+    //! [reg_mr]
+
+    step(3, "create a completion queue and an RC queue pair");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    info("QPN 0x%06x", qp->qp_num);
+
+    step(4, "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
+    // The receiver answers only after it has posted its receive: our SEND cannot arrive too early.
+    connect_requester(args, dev, qp.get(), "the receiver (rdma_receive)");
+
+    step(5, "post a SEND of %zu bytes", args.message.size());
+    result("Submitting RDMA send task that sends \"%s\" to receiver", args.message.c_str());
+    //! [post_send]
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    sge.length = static_cast<std::uint32_t>(args.message.size());
+    sge.lkey = mr->lkey;
+    ibv_send_wr wr{};
+    wr.wr_id = 1;
+    wr.opcode = IBV_WR_SEND;          // no remote address, no rkey: the receiver chose the buffer
+    wr.sg_list = &sge;
+    wr.num_sge = args.message.empty() ? 0 : 1; // an empty message is legal: it consumes one receive
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(SEND)");
+    //! [post_send]
+
+    step(6, "poll the completion queue until the SEND completes");
+    // Success means the receiver's device acknowledged the message into a posted receive.
+    poll_completion(cq.get(), args.timeout_s, IBV_WC_SEND, "the SEND completion");
+    result("Sender has sent: \"%s\"", args.message.c_str());
+}
+
+int main(int argc, char **argv)
+{
+    const ProgramSpec spec{.name = "rdma_send",
+                           .role = "sender",
+                           .summary = "SEND, sender side: send a message into a receive the receiver posted.",
+                           .message_flag = 's',
+                           .message_help = "string to send",
+                           .resource_descriptor = false};
+    return run_sample(spec, argc, argv, run);
+}
