@@ -101,6 +101,7 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, std::vector<Q
         } else if (i >= 0 && (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_CONNECT_ERROR ||
                               ev->event == RDMA_CM_EVENT_UNREACHABLE || ev->event == RDMA_CM_EVENT_REJECTED)) {
             clients[i].disconnected = true;
+            rdma_disconnect(ev->id); // answer the client's DREQ with a DREP, or it waits for one until -t
             take_completions(cq, buf, clients); // its message may be in the CQ already
             if (!clients[i].done && clients[i].lost.empty()) {
                 clients[i].lost = "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived";

@@ -257,7 +257,7 @@ CmConnection cm_listen(const Args &args, int backlog)
              "rdma_set_option(AFONLY=0)");
     check_cm(rdma_bind_addr(id, any.get()), "rdma_bind_addr(port " + std::to_string(args.listen_port) + ")",
              [&](int err) -> std::string {
-                 if (err == EADDRINUSE)
+                 if (err == EADDRINUSE || err == EADDRNOTAVAIL)
                      return "another program (an earlier server?) listens on port " + std::to_string(args.listen_port) +
                             "; stop it or pick another -lp on both sides";
                  return "check that an RDMA device is up (rdma link show) and that the port is free";
