@@ -65,7 +65,8 @@ setup() {
         grep -q '^connection 1 established' "$BATS_TEST_TMPDIR/server.out" && break
         sleep 0.1
     done
-    kill -9 "$(cat "$BATS_TEST_TMPDIR/victim.pid")"
+    # victim.pid is the `timeout` wrapper; kill the requester itself, its only child.
+    kill -9 "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/victim.pid")")"
     run "$SEND" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 -s "after"
     assert_success
     wait_peer server
