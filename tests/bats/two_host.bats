@@ -42,3 +42,24 @@ setup() {
     assert_line 'Read from responder: "read across the wire"'
     assert_equal "$peer_status" 0
 }
+
+@test "two hosts: rdma_write_immediate crosses the network" {
+    on_host_a "$(prog rdma_write_immediate_responder)" $(responder_on_a)
+    on_host_b "$(prog rdma_write_immediate_requester)" $(requester_on_b) -w "immediate across the wire"
+    assert_success
+    assert_line 'Requester has written: "immediate across the wire" with immediate 0xabcd'
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Responder memory now holds: "immediate across the wire" (25 bytes, immediate 0xabcd)'
+}
+
+@test "two hosts: rdma_atomic crosses the network" {
+    on_host_a "$(prog rdma_atomic_responder)" $(responder_on_a) --initial 40
+    on_host_b "$(prog rdma_atomic_requester)" $(requester_on_b) --add 2 --swap 7
+    assert_success
+    assert_line "Fetch-and-add: old value 40, new value 42"
+    assert_line "Compare-and-swap: found 42, swapped"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line "Final counter value: 7 (0x7)"
+}

@@ -1,0 +1,150 @@
+/**
+ * @file requester.cpp
+ * @brief Atomics, requester side: fetch-and-add and compare-and-swap on the responder's 64-bit counter.
+ *
+ * An atomic is a one-sided operation on one naturally aligned 64-bit word of remote memory: the
+ * responder's device reads it, changes it and returns the old value, with no other access in between.
+ * DOCA documents these tasks but ships no sample; this pair fills the gap.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <optional>
+
+using namespace rdma_samples;
+
+namespace {
+bool do_add = true, do_swap = true;     // --op fetch-add|compare-swap|both
+std::uint64_t add = 1;                  // --add
+std::optional<std::uint64_t> compare;   // --compare (default: the value the fetch-add left, or 0)
+std::uint64_t swap_value = 100;         // --swap
+bool ignore_access = false;             // --ignore-access: post even if the export lacks remote atomic
+
+/** Post one atomic work request and wait for it; the old remote value lands in @p result. */
+std::uint64_t post_atomic(ibv_qp *qp, ibv_cq *cq, const ibv_mr *mr, const ResourceDescriptor &counter,
+                          ibv_wr_opcode opcode, std::uint64_t compare_add, std::uint64_t swap, int timeout_s)
+{
+    //! [post_atomic]
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(mr->addr); // 8 bytes: the device stores the old value here
+    sge.length = sizeof(std::uint64_t);
+    sge.lkey = mr->lkey;
+    ibv_send_wr wr{};
+    wr.wr_id = 1;
+    wr.opcode = opcode;                      // IBV_WR_ATOMIC_FETCH_AND_ADD or IBV_WR_ATOMIC_CMP_AND_SWP
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.atomic.remote_addr = counter.addr; // must be 8-byte aligned
+    wr.wr.atomic.rkey = counter.rkey;
+    wr.wr.atomic.compare_add = compare_add;  // the addend, or the value compared with
+    wr.wr.atomic.swap = swap;                // the new value if the comparison holds (CMP_AND_SWP only)
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp, &wr, &bad_wr), opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "ibv_post_send(ATOMIC_FETCH_AND_ADD)"
+                                                                                   : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
+    //! [post_atomic]
+    const bool fadd = opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
+    poll_completion(cq, timeout_s, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, fadd ? "the fetch-and-add" : "the compare-and-swap");
+    // Operands and results are in our host order: the devices convert to and from the wire's network
+    // order, and the responder's counter is in its host order.
+    std::uint64_t old = 0;
+    std::memcpy(&old, mr->addr, sizeof old);
+    return old;
+}
+} // namespace
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device, check it supports atomics, allocate a protection domain");
+    Device dev = open_device(args);
+    if (dev.device_attr.atomic_cap == IBV_ATOMIC_NONE)
+        throw Error("device " + dev.name + " does not support atomic operations (atomic_cap is IBV_ATOMIC_NONE)",
+                    "use a device whose ibv_devinfo -v shows atomic_cap ATOMIC_HCA or ATOMIC_GLOB");
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+
+    step(2, "register an 8-byte buffer for the old values (local write: the device writes into it)");
+    Buffer buf(sizeof(std::uint64_t));
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+
+    step(3, "create a completion queue and an RC queue pair");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+
+    step(4, "exchange descriptors with the responder and move the QP to RTS");
+    // Atomics, like READs, wait for response data: the QP needs room for them in flight.
+    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
+    const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_atomic_responder)", rd_atomic);
+    const ResourceDescriptor counter = wait_for_resource_descriptor(
+        {args.resource_descriptor_path, "the responder (rdma_atomic_responder)", args.timeout_s, x.local.nonce},
+        ResourceKind::mmap);
+    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(counter.addr),
+         counter.length, counter.rkey, access_to_string(counter.access).c_str());
+
+    step(5, "check the counter is an exported, aligned 64-bit word that grants remote atomic");
+    //! [checks]
+    if (counter.length < sizeof(std::uint64_t))
+        throw Error("the responder exported " + std::to_string(counter.length) + " bytes; an atomic needs 8", "check the descriptor");
+    char addr[24];
+    std::snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(counter.addr));
+    if (counter.addr % sizeof(std::uint64_t) != 0)
+        throw Error(std::string("remote address ") + addr + " is not 8-byte aligned; nothing was posted",
+                    "atomics work on a naturally aligned 64-bit word; the responder must export an aligned counter");
+    if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC) && !ignore_access)
+        throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) + ")",
+                    "the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC");
+    //! [checks]
+
+    std::optional<std::uint64_t> now; // the counter's value after our last operation
+    if (do_add) {
+        step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(add));
+        const std::uint64_t old = post_atomic(qp.get(), cq.get(), mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0, args.timeout_s);
+        now = old + add;
+        result("Fetch-and-add: old value %llu, new value %llu", static_cast<unsigned long long>(old),
+               static_cast<unsigned long long>(*now));
+    }
+    if (do_swap) {
+        const std::uint64_t expect = compare.value_or(now.value_or(0));
+        step(7, "post an atomic compare-and-swap: if the counter is %llu, make it %llu", static_cast<unsigned long long>(expect),
+             static_cast<unsigned long long>(swap_value));
+        const std::uint64_t found = post_atomic(qp.get(), cq.get(), mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, swap_value, args.timeout_s);
+        const bool swapped = found == expect;
+        result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(found), swapped ? "swapped" : "not swapped");
+        if (now && found != *now)
+            throw Error("compare-and-swap found " + std::to_string(found) + " but fetch-and-add left " + std::to_string(*now),
+                        "another requester changed the counter in between?");
+        now = swapped ? swap_value : found;
+    }
+    result("Expected final counter value: %llu", static_cast<unsigned long long>(*now));
+
+    step(8, "say goodbye with a zero-length SEND, so the responder may read its counter");
+    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+}
+
+int main(int argc, char **argv)
+{
+    ProgramSpec spec{.name = "rdma_atomic_requester",
+                     .role = "requester",
+                     .summary = "Atomics, requester side: fetch-and-add and compare-and-swap on the responder's counter."};
+    spec.extra.push_back({"op", "OP", "fetch-add, compare-swap or both", "both", [](const std::string &v) {
+                              if (v != "fetch-add" && v != "compare-swap" && v != "both")
+                                  throw UsageError("--op: expected fetch-add, compare-swap or both, got \"" + v + "\"");
+                              do_add = v != "compare-swap";
+                              do_swap = v != "fetch-add";
+                          }});
+    spec.extra.push_back({"add", "N", "what fetch-and-add adds", "1",
+                          [](const std::string &v) { add = parse_number("--add", v, 0, UINT64_MAX); }});
+    spec.extra.push_back({"compare", "N", "what compare-and-swap expects to find", "the value the fetch-add left, or 0",
+                          [](const std::string &v) { compare = parse_number("--compare", v, 0, UINT64_MAX); }});
+    spec.extra.push_back({"swap", "N", "what compare-and-swap writes when it finds --compare", "100",
+                          [](const std::string &v) { swap_value = parse_number("--swap", v, 0, UINT64_MAX); }});
+    spec.extra.push_back({"ignore-access", "", "demonstration: post even if the export lacks remote atomic", "",
+                          [](const std::string &) { ignore_access = true; }});
+    return run_sample(spec, argc, argv, run);
+}

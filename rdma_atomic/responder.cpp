@@ -1,0 +1,81 @@
+/**
+ * @file responder.cpp
+ * @brief Atomics, responder side: export a 64-bit counter and print what the requester made of it.
+ *
+ * The counter is one naturally aligned 64-bit word (the start of a page-aligned buffer). The
+ * responder's CPU takes no part in the atomics; it waits for the requester's goodbye and then reads
+ * the final value.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <algorithm>
+#include <cstring>
+
+using namespace rdma_samples;
+
+namespace {
+std::uint64_t initial = 0;  // --initial
+bool atomic_access = true;  // --no-atomic-access: register the counter without remote atomic
+} // namespace
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+
+    step(2, "register an 8-byte counter holding %llu (local read/write + remote atomic)",
+         static_cast<unsigned long long>(initial));
+    Buffer buf(sizeof(std::uint64_t)); // page-aligned, so the counter is 8-byte aligned
+    std::memcpy(buf.data(), &initial, sizeof initial); // in our host order: atomics work on it as is
+    //! [reg_mr]
+    // Remote atomic lets the requester's device read-modify-write this word; it implies no remote
+    // read or write. Both the memory region and the QP must grant it.
+    const int access = IBV_ACCESS_LOCAL_WRITE | (atomic_access ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
+    //! [reg_mr]
+    if (!atomic_access)
+        info("(demonstration) the counter grants no remote atomic: access %s", access_to_string(access).c_str());
+
+    step(3, "create a completion queue and an RC queue pair that accepts remote atomics");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_ATOMIC);
+
+    step(4, "post a receive for the requester's goodbye");
+    post_goodbye_receive(qp.get());
+
+    step(5, "wait for the requester, move the QP to RTR and RTS, export the counter");
+    // Responder resources: atomics in flight at us, as for READs (max_qp_rd_atom).
+    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
+    ResourceDescriptor counter{};
+    counter.kind = ResourceKind::mmap;
+    counter.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    counter.length = sizeof(std::uint64_t); // exactly the counter
+    counter.rkey = mr->rkey;
+    counter.access = access;
+    accept_requester(args, dev, qp.get(), "the requester (rdma_atomic_requester)", rd_atomic, &counter);
+
+    step(6, "wait for the goodbye; the atomics themselves give us no completion");
+    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its atomics)");
+    std::uint64_t value = 0;
+    std::memcpy(&value, buf.data(), sizeof value);
+    result("Final counter value: %llu (0x%llx)", static_cast<unsigned long long>(value), static_cast<unsigned long long>(value));
+}
+
+int main(int argc, char **argv)
+{
+    ProgramSpec spec{.name = "rdma_atomic_responder",
+                     .role = "responder",
+                     .summary = "Atomics, responder side: export a 64-bit counter for fetch-and-add and compare-and-swap."};
+    spec.extra.push_back({"initial", "N", "the counter's first value", "0",
+                          [](const std::string &v) { initial = parse_number("--initial", v, 0, UINT64_MAX); }});
+    spec.extra.push_back({"no-atomic-access", "", "demonstration: register the counter without remote atomic", "",
+                          [](const std::string &) { atomic_access = false; }});
+    return run_sample(spec, argc, argv, run);
+}

@@ -1,0 +1,93 @@
+/**
+ * @file requester.cpp
+ * @brief RDMA WRITE with immediate, requester side: write a string and notify the responder at once.
+ *
+ * Like rdma_write, the bytes go straight into the responder's exported memory. The difference is the
+ * 32-bit immediate value that travels with the last packet: it consumes a receive the responder posted
+ * and gives the responder a completion. So the responder learns that the write has landed without a
+ * separate goodbye message.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <arpa/inet.h>
+
+#include <cstring>
+
+using namespace rdma_samples;
+
+/** DOCA's immediate value. */
+constexpr std::uint32_t immediate = 0xABCD;
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+
+    step(2, "register a buffer holding the %zu-byte string to write (local read/write, not exported)",
+         args.message.size());
+    Buffer buf(max_message_length);
+    std::memcpy(buf.data(), args.message.data(), args.message.size());
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+
+    step(3, "create a completion queue and an RC queue pair");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    info("QPN 0x%06x", qp->qp_num);
+
+    step(4, "exchange descriptors with the responder and move the QP to RTS");
+    const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_write_immediate_responder)");
+    const ResourceDescriptor mmap = wait_for_resource_descriptor(
+        {args.resource_descriptor_path, "the responder (rdma_write_immediate_responder)", args.timeout_s, x.local.nonce},
+        ResourceKind::mmap);
+    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
+         mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
+    if (args.message.size() > mmap.length)
+        throw Error("the string is " + std::to_string(args.message.size()) + " bytes but the responder exported only " +
+                        std::to_string(mmap.length),
+                    "write a shorter string with -w");
+    if (!(mmap.access & IBV_ACCESS_REMOTE_WRITE))
+        throw Error("the responder's memory does not grant remote write (access " + access_to_string(mmap.access) + ")",
+                    "the responder must register its buffer with IBV_ACCESS_REMOTE_WRITE");
+
+    step(5, "post an RDMA WRITE with immediate 0x%x of %zu bytes to remote addr 0x%llx, rkey 0x%x", immediate,
+         args.message.size(), static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+    //! [post_write_imm]
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    sge.length = static_cast<std::uint32_t>(args.message.size());
+    sge.lkey = mr->lkey;
+    ibv_send_wr wr{};
+    wr.wr_id = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM; // the data goes to remote memory, the immediate to a receive
+    wr.imm_data = htonl(immediate);         // imm_data travels in network byte order
+    wr.sg_list = &sge;
+    wr.num_sge = args.message.empty() ? 0 : 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = mmap.addr;
+    wr.wr.rdma.rkey = mmap.rkey;
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE_WITH_IMM)");
+    //! [post_write_imm]
+
+    step(6, "poll the completion queue until the WRITE completes");
+    poll_completion(cq.get(), args.timeout_s, IBV_WC_RDMA_WRITE, "the RDMA WRITE with immediate");
+    result("Requester has written: \"%s\" with immediate 0x%x", args.message.c_str(), immediate);
+    // No goodbye: the immediate already gave the responder its completion.
+}
+
+int main(int argc, char **argv)
+{
+    const ProgramSpec spec{.name = "rdma_write_immediate_requester",
+                           .role = "requester",
+                           .summary = "RDMA WRITE with immediate, requester side: write a string, notify with 0xABCD.",
+                           .message_flag = 'w',
+                           .message_help = "string to write"};
+    return run_sample(spec, argc, argv, run);
+}

@@ -1,0 +1,88 @@
+/**
+ * @file responder.cpp
+ * @brief RDMA WRITE with immediate, responder side: a posted receive turns the WRITE into a completion.
+ *
+ * A plain RDMA WRITE is invisible to the responder (rdma_write needed a goodbye SEND after it). With an
+ * immediate, the WRITE's last packet consumes one posted receive: the bytes still land in the exported
+ * buffer, and the receive completes with opcode IBV_WC_RECV_RDMA_WITH_IMM, the immediate value and the
+ * number of bytes written. No receive posted means the requester gets "Receiver Not Ready".
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <arpa/inet.h>
+
+using namespace rdma_samples;
+
+namespace {
+constexpr std::uint32_t immediate = 0xABCD; // what DOCA's requester sends
+bool prepost = true;                         // --no-prepost-receive: see IBV_WC_RNR_RETRY_EXC_ERR
+} // namespace
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+
+    step(2, "register a %zu-byte buffer the requester may write into (local read/write + remote write)",
+         max_message_length);
+    Buffer buf(max_message_length);
+    // DOCA's table, as rdma_write: local read/write + remote write on the mmap and the QP.
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
+
+    step(3, "create a completion queue and an RC queue pair that accepts remote writes");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE);
+    info("QPN 0x%06x, state INIT", qp->qp_num);
+
+    if (prepost) {
+        step(4, "post a receive for the immediate BEFORE we publish anything");
+        //! [post_recv]
+        ibv_recv_wr wr{};
+        wr.wr_id = 1;
+        wr.num_sge = 0; // no buffer: the data goes to the rkey's memory, only the immediate comes here
+        ibv_recv_wr *bad_wr = nullptr;
+        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+        //! [post_recv]
+    } else {
+        step(4, "(demonstration) post NO receive: the WRITE with immediate will find nothing to consume");
+    }
+
+    step(5, "wait for the requester, move the QP to RTR and RTS, export the buffer");
+    ResourceDescriptor mmap{};
+    mmap.kind = ResourceKind::mmap;
+    mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    mmap.length = static_cast<std::uint32_t>(buf.size());
+    mmap.rkey = mr->rkey;
+    mmap.access = access;
+    accept_requester(args, dev, qp.get(), "the requester (rdma_write_immediate_requester)", 0, &mmap);
+
+    step(6, "poll the completion queue: the immediate says the write has landed");
+    //! [poll_imm]
+    const ibv_wc wc = poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV_RDMA_WITH_IMM,
+                                      "the requester's RDMA WRITE with immediate");
+    if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != immediate)
+        throw Error("the completion carries no immediate 0xabcd", "is the peer rdma_write_immediate_requester?");
+    //! [poll_imm]
+    // byte_len is the number of bytes the WRITE put into our buffer.
+    result("Responder memory now holds: \"%.*s\" (%u bytes, immediate 0x%x)", static_cast<int>(wc.byte_len), buf.data(),
+           wc.byte_len, ntohl(wc.imm_data));
+}
+
+int main(int argc, char **argv)
+{
+    ProgramSpec spec{.name = "rdma_write_immediate_responder",
+                     .role = "responder",
+                     .summary = "RDMA WRITE with immediate, responder side: export a buffer, get a completion for the write."};
+    spec.extra.push_back({"no-prepost-receive", "", "demonstration: post no receive, so the requester fails with RNR retry exceeded",
+                          "", [](const std::string &) { prepost = false; }});
+    return run_sample(spec, argc, argv, run);
+}
