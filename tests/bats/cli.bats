@@ -24,6 +24,8 @@ programs() {
     assert_line rdma_atomic_responder
     assert_line rdma_sync_event_requester
     assert_line rdma_sync_event_responder
+    assert_line rdma_multi_conn_send
+    assert_line rdma_multi_conn_receive
 }
 
 @test "--help exits 0 and lists every common flag with its default" {
@@ -107,4 +109,9 @@ programs() {
     assert_regex "$stderr" "requester: step 1 failed: no RDMA device found"
     assert_regex "$stderr" "hint: .*modprobe rdma_rxe && rdma link add rxe0 type rxe netdev"
     assert_regex "$stderr" "\./lab vm"
+}
+
+@test "rdma_multi_conn: -nc > 1 on an RDMA CM client is a usage error" {
+    run -2 --separate-stderr "$(prog rdma_multi_conn_send)" -cm -sa 10.0.0.1 -nc 4
+    assert_equal "$stderr" 'rdma_multi_conn_send: -nc 4: an RDMA CM client makes one connection; start one client per connection (the server, without -sa, takes -nc N)'
 }
