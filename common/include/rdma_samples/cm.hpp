@@ -56,7 +56,8 @@ using CmEventPtr = std::unique_ptr<rdma_cm_event, CmEventDeleter>;
 /** @brief A socket address of either family, as the CM takes it. */
 struct SockAddr {
     sockaddr_storage storage{}; ///< sockaddr_in or sockaddr_in6
-    /** @brief As the sockaddr the librdmacm calls take. */
+    /** @brief As the sockaddr the librdmacm calls take.
+     *  @return a pointer to the storage */
     sockaddr *get() { return reinterpret_cast<sockaddr *>(&storage); }
 };
 
@@ -67,21 +68,38 @@ struct SockAddr {
  * ibv_devinfo -v prints it. On RoCE v2 a GID is an IP address: ::ffff:a.b.c.d is mapped to the IPv4
  * address a.b.c.d, any other GID is used as the IPv6 address it is. (AF_IB, addressing by GID on
  * InfiniBand, is not offered: Soft-RoCE and RoCE NICs do not support it.)
+ * @param text the address as typed after -sa
+ * @param type how to read it (-sat)
+ * @param port the RDMA CM port (-lp)
+ * @return the socket address
  * @throws Error naming the text and what was expected
  */
 SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t port);
 
-/** @brief "10.77.0.1 port 13579", "[fe80::1] port 13579". */
+/**
+ * @brief A socket address as text: "10.77.0.1 port 13579", "[fe80::1] port 13579".
+ * @param sa an IPv4 or IPv6 socket address
+ * @return the text
+ */
 std::string addr_to_string(const sockaddr *sa);
 
-/** @brief The event name, e.g. "RDMA_CM_EVENT_REJECTED" (rdma_event_str()). */
+/**
+ * @brief The event name, e.g. "RDMA_CM_EVENT_REJECTED" (rdma_event_str()).
+ * @param type the event type
+ * @return its name
+ */
 std::string cm_event_name(rdma_cm_event_type type);
 
-/** @brief rdma_create_event_channel(), its fd made non-blocking so waits can be bounded. */
+/**
+ * @brief rdma_create_event_channel(), its fd made non-blocking so waits can be bounded.
+ * @return the channel
+ */
 EventChannelPtr create_event_channel();
 
 /**
  * @brief Wait for the next CM event on @p ch until @p deadline.
+ * @param ch       the event channel
+ * @param deadline when to give up
  * @return the event, or an empty pointer when the deadline passed first
  */
 CmEventPtr next_cm_event(rdma_event_channel *ch, std::chrono::steady_clock::time_point deadline);
@@ -94,14 +112,26 @@ CmEventPtr next_cm_event(rdma_event_channel *ch, std::chrono::steady_clock::time
  * @param timeout_s the bound (-t)
  * @param what      what is waited for, e.g. "the server to accept"
  * @param peer      addr_to_string() of the other side, for hints
+ * @return the event
  */
 CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, int timeout_s, const std::string &what,
                            const std::string &peer);
 
-/** @brief The Error (with hint) for an unexpected or failure event while waiting for @p what. */
+/**
+ * @brief The Error (with hint) for an unexpected or failure event while waiting for @p what.
+ * @param ev   the event that arrived
+ * @param what what was waited for
+ * @param peer the other side, as text, for the hint
+ * @return the error to throw
+ */
 Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std::string &peer);
 
-/** @brief The device and port the CM chose for @p id must be the ones this side opened (-d). */
+/**
+ * @brief The device and port the CM chose for @p id must be the ones this side opened (-d).
+ * @param id  the resolved cm_id
+ * @param dev the device this side opened
+ * @throws Error naming both devices, with the -d to pass
+ */
 void check_cm_device(const rdma_cm_id *id, const Device &dev);
 
 /**
@@ -116,7 +146,12 @@ void check_cm_device(const rdma_cm_id *id, const Device &dev);
  */
 void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int rd_atomic = 0);
 
-/** @brief Connection parameters for our own QP: its number, retry counts that end (6, not 7). */
+/**
+ * @brief Connection parameters for our own QP: its number, retry counts that end (6, not 7).
+ * @param qp        our queue pair
+ * @param rd_atomic READs/atomics in flight allowed each way
+ * @return the parameters for rdma_connect() / rdma_accept()
+ */
 rdma_conn_param cm_conn_param(const ibv_qp *qp, int rd_atomic = 0);
 
 /** @brief One RDMA CM connection: its event channel, the listening id (server) and the connected id. */
@@ -144,6 +179,7 @@ CmConnection cm_listen(const Args &args, int backlog = 1);
  * @param dev       the device this side opened
  * @param qp        our QP, in INIT
  * @param rd_atomic READs/atomics in flight (0 when none)
+ * @return the connected connection
  */
 CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_atomic = 0);
 
@@ -154,12 +190,15 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_
  * @param dev       the device this side opened
  * @param qp        our QP, in INIT, with its receives posted
  * @param rd_atomic READs/atomics in flight (0 when none)
+ * @return the accepted connection
  */
 CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int rd_atomic = 0);
 
 /**
  * @brief Orderly goodbye: rdma_disconnect() (the CM sends DREQ; the peer answers DREP), then wait,
  * bounded, for RDMA_CM_EVENT_DISCONNECTED. Either side may start it; both may.
+ * @param c         the connection
+ * @param timeout_s the bound
  */
 void cm_disconnect(CmConnection &c, int timeout_s);
 
@@ -172,10 +211,16 @@ void cm_disconnect(CmConnection &c, int timeout_s);
  */
 class DescriptorReceive {
 public:
-    /** @brief Register a buffer (local write: the device writes the message into it) and post it. */
+    /**
+     * @brief Register a buffer (local write: the device writes the message into it) and post it.
+     * @param pd our protection domain
+     * @param qp our QP, in INIT or later
+     */
     DescriptorReceive(ibv_pd *pd, ibv_qp *qp);
     /**
      * @brief Poll @p cq (bounded) for the receive's completion.
+     * @param cq        the QP's completion queue
+     * @param timeout_s the bound
      * @return the text received
      */
     std::string wait(ibv_cq *cq, int timeout_s);
@@ -203,10 +248,18 @@ struct CmClient {
     std::string lost;          ///< why it failed, or empty
 };
 
-/** @brief The index of the client whose cm_id is @p id, or -1. */
+/**
+ * @brief The index of the client whose cm_id is @p id.
+ * @param clients all clients
+ * @param id      the cm_id of an event
+ * @return the index, or -1
+ */
 int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id);
 
-/** @brief Refuse a connection request the server has no room for (the client sees REJECTED). */
+/**
+ * @brief Refuse a connection request the server has no room for (the client sees REJECTED).
+ * @param request the CONNECT_REQUEST event
+ */
 void reject_request(CmEventPtr request);
 
 /**
