@@ -84,3 +84,32 @@ setup() {
     run echo "$peer_output"
     assert_line 'Got from sender: "immediate across the wire" with immediate: 0xabcd'
 }
+
+@test "two hosts: rdma_write with RDMA CM: no files, the mmap descriptor travels in-band" {
+    on_host_a "$(prog rdma_write_responder)" -cm -t 60
+    on_host_b "$(prog rdma_write_requester)" -cm -sa 10.77.0.1 -t 60 -w "connected by RDMA CM"
+    assert_success
+    assert_line 'Requester has written: "connected by RDMA CM"'
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Responder memory now holds: "connected by RDMA CM"'
+    [ -z "$(ls -A "$SHARE")" ]
+}
+
+@test "two hosts: rdma_multi_conn, an RDMA CM server on host A takes 4 clients from host B" {
+    on_host_a "$(prog rdma_multi_conn_receive)" -cm -nc 4 -t 60
+    on_host_b bash -c '
+        pids=()
+        for i in 0 1 2 3; do "$1" -cm -sa 10.77.0.1 -t 60 -s "from host B, client $i" & pids+=($!); done
+        status=0
+        for p in "${pids[@]}"; do wait "$p" || status=1; done
+        exit $status' _ "$(prog rdma_multi_conn_send)"
+    assert_success
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    local i
+    for i in 0 1 2 3; do
+        assert_line --regexp "^Got from sender: \"from host B, client $i\", connection [0-3]$"
+    done
+    assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 4
+}
