@@ -46,8 +46,10 @@ static void run(const Args &args)
     post_goodbye_receive(qp.get());
 
     step(5, "wait for the requester, move the QP to RTR and RTS, export the buffer");
+    //! [rd_atomic]
     // Responder resources: how many READs the requester may have outstanding at us at once.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
+    //! [rd_atomic]
     ResourceDescriptor mmap{};
     mmap.kind = ResourceKind::mmap;
     mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
