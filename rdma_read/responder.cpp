@@ -46,13 +46,13 @@ static void run(const Args &args)
     post_goodbye_receive(qp.get());
 
     step(5, "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    //! [dest_rd_atomic]
+    //! [rd_atomic]
     // Responder resources (max_dest_rd_atomic, set at RTR): how many READs the requester may have
     // outstanding at us at once. Our device keeps state for each one until its response data is sent;
     // the requester's max_rd_atomic (initiator depth) should not exceed it. Bounded by the device's
     // max_qp_rd_atom; at least 1, because with 0 our QP refuses every incoming READ.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
-    //! [dest_rd_atomic]
+    //! [rd_atomic]
     ResourceDescriptor mmap{};
     mmap.kind = ResourceKind::mmap;
     mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());

@@ -9,6 +9,7 @@
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
@@ -56,21 +57,78 @@ static void run(const Args &args)
     //! [create_qp]
     info("QPN 0x%06x", qp->qp_num);
 
-    step(4, "publish our connection descriptor and wait for the responder's answer");
-    //! [exchange]
-    const std::uint32_t psn = random_psn();
-    const ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, new_nonce());
-    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
-    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
-         gid_to_string(local.gid).c_str());
-    // The responder answers only once its QP is ready to receive (RTR), naming our nonce: a file from
-    // an earlier run is ignored, and nothing we post can reach a QP that is not ready.
-    const ConnectionDescriptor remote =
-        wait_for_connection_descriptor({args.remote_descriptor_path, "the responder (rdma_write_responder)", args.timeout_s, local.nonce});
-    const ResourceDescriptor mmap = wait_for_resource_descriptor(
-        {args.resource_descriptor_path, "the responder (rdma_write_responder)", args.timeout_s, local.nonce}, ResourceKind::mmap);
-    //! [exchange]
-    info("responder: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+    ResourceDescriptor mmap{}; // where the responder lets us write, from a file or in-band
+    CmConnection cm;           // -cm only: the RDMA CM connection, closed before the QP
+    if (args.use_cm) {
+        step(4, "connect to the responder with RDMA CM (%s port %u); the CM moves the QP to RTR and RTS",
+             args.server_addr.value_or("?").c_str(), args.listen_port);
+        //! [cm_connect]
+        // Instead of two descriptor files, RDMA CM carries QPN, PSN and GID in its own handshake (see
+        // cm.hpp). Our receive for the responder's mmap descriptor must be posted before we connect: the
+        // responder SENDs it the moment it accepts. A QP accepts receives from INIT on.
+        qp_to_init(qp.get(), dev, 0);
+        DescriptorReceive mmap_text(pd.get(), qp.get());
+        cm = cm_connect(args, dev, qp.get()); // resolve, connect, then RTR/RTS with the CM's attributes
+        //! [cm_connect]
+        step(5, "receive the responder's mmap descriptor, which it SENDs right after accepting");
+        const std::string text = mmap_text.wait(cq.get(), args.timeout_s);
+        mmap = parse_resource_descriptor(text, "the responder's SEND", ResourceKind::mmap);
+    } else {
+        step(4, "publish our connection descriptor and wait for the responder's answer");
+        //! [exchange]
+        const std::uint32_t psn = random_psn();
+        const ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, new_nonce());
+        write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+        info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
+             gid_to_string(local.gid).c_str());
+        // The responder answers only once its QP is ready to receive (RTR), naming our nonce: a file from
+        // an earlier run is ignored, and nothing we post can reach a QP that is not ready.
+        const ConnectionDescriptor remote =
+            wait_for_connection_descriptor({args.remote_descriptor_path, "the responder (rdma_write_responder)", args.timeout_s, local.nonce});
+        mmap = wait_for_resource_descriptor(
+            {args.resource_descriptor_path, "the responder (rdma_write_responder)", args.timeout_s, local.nonce}, ResourceKind::mmap);
+        //! [exchange]
+        info("responder: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+
+        step(5, "move the QP RESET -> INIT -> RTR -> RTS");
+        //! [modify_qp]
+        ibv_qp_attr attr{};
+        attr.qp_state = IBV_QPS_INIT;
+        attr.port_num = dev.port;           // the physical port this QP sends from
+        attr.pkey_index = 0;                // partition key 0: the default partition
+        attr.qp_access_flags = 0;           // what the PEER may do through this QP: nothing, we only initiate
+        check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+                 "ibv_modify_qp(INIT)");
+
+        attr = {};
+        attr.qp_state = IBV_QPS_RTR;        // Ready To Receive: needs to know the peer
+        attr.path_mtu = path_mtu(dev, remote.mtu); // largest packet payload both sides support
+        attr.dest_qp_num = remote.qp_num;   // the peer's QP, from its descriptor
+        attr.rq_psn = remote.psn;           // the first sequence number the peer will send
+        attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
+        attr.min_rnr_timer = 12;            // 0.64 ms: how long a sender waits when we have no receive posted
+        attr.ah_attr.is_global = 1;         // RoCE routes by GID, so every packet carries a global route header
+        attr.ah_attr.grh.dgid = remote.gid; // the peer's GID (its IP address, on RoCE v2)
+        attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
+        attr.ah_attr.grh.hop_limit = 64;    // like an IP TTL
+        attr.ah_attr.dlid = remote.lid;     // InfiniBand only; 0 on RoCE
+        attr.ah_attr.port_num = dev.port;
+        check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
+                                                     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+                 "ibv_modify_qp(RTR)");
+
+        attr = {};
+        attr.qp_state = IBV_QPS_RTS;        // Ready To Send
+        attr.sq_psn = psn;                  // our first sequence number, as published
+        attr.timeout = 14;                  // wait 4.096 us * 2^14 = 67 ms for an ACK before resending
+        attr.retry_cnt = 6;                 // resend 6 times, then fail with RETRY_EXC_ERR (7 = forever)
+        attr.rnr_retry = 6;                 // retry 6 times when the peer has no receive (7 = forever)
+        attr.max_rd_atomic = 0;             // READs/atomics we may have in flight: none, we only write
+        check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
+                                                     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
+                 "ibv_modify_qp(RTS)");
+        //! [modify_qp]
+    }
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
          mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
     // Stay inside what the peer exported, and ask only for what it granted: check before posting.
@@ -81,45 +139,6 @@ static void run(const Args &args)
     if (!(mmap.access & IBV_ACCESS_REMOTE_WRITE))
         throw Error("the responder's memory does not grant remote write (access " + access_to_string(mmap.access) + ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_WRITE");
-
-    step(5, "move the QP RESET -> INIT -> RTR -> RTS");
-    //! [modify_qp]
-    ibv_qp_attr attr{};
-    attr.qp_state = IBV_QPS_INIT;
-    attr.port_num = dev.port;           // the physical port this QP sends from
-    attr.pkey_index = 0;                // partition key 0: the default partition
-    attr.qp_access_flags = 0;           // what the PEER may do through this QP: nothing, we only initiate
-    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-             "ibv_modify_qp(INIT)");
-
-    attr = {};
-    attr.qp_state = IBV_QPS_RTR;        // Ready To Receive: needs to know the peer
-    attr.path_mtu = path_mtu(dev, remote.mtu); // largest packet payload both sides support
-    attr.dest_qp_num = remote.qp_num;   // the peer's QP, from its descriptor
-    attr.rq_psn = remote.psn;           // the first sequence number the peer will send
-    attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
-    attr.min_rnr_timer = 12;            // 0.64 ms: how long a sender waits when we have no receive posted
-    attr.ah_attr.is_global = 1;         // RoCE routes by GID, so every packet carries a global route header
-    attr.ah_attr.grh.dgid = remote.gid; // the peer's GID (its IP address, on RoCE v2)
-    attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
-    attr.ah_attr.grh.hop_limit = 64;    // like an IP TTL
-    attr.ah_attr.dlid = remote.lid;     // InfiniBand only; 0 on RoCE
-    attr.ah_attr.port_num = dev.port;
-    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                                 IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
-             "ibv_modify_qp(RTR)");
-
-    attr = {};
-    attr.qp_state = IBV_QPS_RTS;        // Ready To Send
-    attr.sq_psn = psn;                  // our first sequence number, as published
-    attr.timeout = 14;                  // wait 4.096 us * 2^14 = 67 ms for an ACK before resending
-    attr.retry_cnt = 6;                 // resend 6 times, then fail with RETRY_EXC_ERR (7 = forever)
-    attr.rnr_retry = 6;                 // retry 6 times when the peer has no receive (7 = forever)
-    attr.max_rd_atomic = 0;             // READs/atomics we may have in flight: none, we only write
-    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                                 IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
-             "ibv_modify_qp(RTS)");
-    //! [modify_qp]
 
     step(6, "post an RDMA WRITE of %zu bytes to remote addr 0x%llx, rkey 0x%x", args.message.size(),
          static_cast<unsigned long long>(mmap.addr), mmap.rkey);
@@ -152,6 +171,11 @@ static void run(const Args &args)
 
     step(8, "say goodbye with a zero-length SEND: on RC it arrives after the WRITE");
     send_goodbye(qp.get(), cq.get(), args.timeout_s);
+
+    if (args.use_cm) {
+        step(9, "disconnect: RDMA CM tells the responder we are done");
+        cm_disconnect(cm, args.timeout_s);
+    }
 } // qp, cq, mr, pd and the device close here, in reverse order of creation
 
 int main(int argc, char **argv)
@@ -160,6 +184,7 @@ int main(int argc, char **argv)
                            .role = "requester",
                            .summary = "RDMA WRITE, requester side: write a string into the responder's exported memory.",
                            .message_flag = 'w',
-                           .message_help = "string to write"};
+                           .message_help = "string to write",
+                           .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

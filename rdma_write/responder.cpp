@@ -9,6 +9,7 @@
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
@@ -49,32 +50,49 @@ static void run(const Args &args)
     step(4, "post a receive for the requester's goodbye before anyone can send it");
     post_goodbye_receive(qp.get());
 
-    step(5, "wait for the requester's connection descriptor, then move the QP to RTR and RTS");
-    const ConnectionDescriptor remote =
-        wait_for_connection_descriptor({args.remote_descriptor_path, "the requester (rdma_write_requester)", args.timeout_s, {}});
-    info("requester: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
-    const std::uint32_t psn = random_psn();
-    qp_to_rtr(qp.get(), dev, remote);
-    qp_to_rts(qp.get(), psn);
-
-    step(6, "export the buffer: write our mmap descriptor and connection descriptor");
-    //! [export]
-    // Only now, with the QP ready to receive, do we answer: whatever the requester posts after reading
-    // these files finds a QP that accepts it. peer_nonce ties the answer to this requester.
+    // What we export: exactly the registered range, remote write only. It reaches the requester in a
+    // file (-m) or, with -cm, in a SEND over the new connection.
     ResourceDescriptor mmap{};
     mmap.kind = ResourceKind::mmap;
     mmap.nonce = new_nonce();
-    mmap.peer_nonce = remote.nonce;
     mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    mmap.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
+    mmap.length = static_cast<std::uint32_t>(buf.size());
     mmap.rkey = mr->rkey;
     mmap.access = access;
-    write_descriptor_file(args.resource_descriptor_path, format_descriptor(mmap));
-    ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, mmap.nonce);
-    local.peer_nonce = remote.nonce;
-    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
-    //! [export]
-    info("wrote %s and %s", args.resource_descriptor_path.c_str(), args.local_descriptor_path.c_str());
+
+    CmConnection cm; // -cm only: the RDMA CM connection, closed before the QP
+    if (args.use_cm) {
+        step(5, "wait for the requester to connect with RDMA CM (port %u); the CM moves the QP to RTR and RTS",
+             args.listen_port);
+        //! [cm_accept]
+        // We are the server: listen, take the requester's connection request, apply the RTR/RTS attributes
+        // the CM negotiated (see cm.hpp), accept. Our goodbye receive is already posted.
+        cm = cm_accept(args, dev, qp.get());
+        //! [cm_accept]
+        step(6, "export the buffer: SEND our mmap descriptor over the new connection");
+        // The requester posted its receive for this before connecting, so the SEND finds it.
+        send_descriptor(pd.get(), qp.get(), cq.get(), format_descriptor(mmap), args.timeout_s);
+    } else {
+        step(5, "wait for the requester's connection descriptor, then move the QP to RTR and RTS");
+        const ConnectionDescriptor remote = wait_for_connection_descriptor(
+            {args.remote_descriptor_path, "the requester (rdma_write_requester)", args.timeout_s, {}});
+        info("requester: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+        const std::uint32_t psn = random_psn();
+        qp_to_rtr(qp.get(), dev, remote);
+        qp_to_rts(qp.get(), psn);
+
+        step(6, "export the buffer: write our mmap descriptor and connection descriptor");
+        //! [export]
+        // Only now, with the QP ready to receive, do we answer: whatever the requester posts after reading
+        // these files finds a QP that accepts it. peer_nonce ties the answer to this requester.
+        mmap.peer_nonce = remote.nonce;
+        write_descriptor_file(args.resource_descriptor_path, format_descriptor(mmap));
+        ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, mmap.nonce);
+        local.peer_nonce = remote.nonce;
+        write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+        //! [export]
+        info("wrote %s and %s", args.resource_descriptor_path.c_str(), args.local_descriptor_path.c_str());
+    }
 
     step(7, "wait for the goodbye; the WRITE itself gives us no completion");
     //! [goodbye]
@@ -87,12 +105,18 @@ static void run(const Args &args)
     if (len == 0)
         throw Error("the goodbye arrived but the buffer is still empty",
                     "the requester wrote nothing (an empty -w?) or wrote elsewhere; check its output");
+
+    if (args.use_cm) {
+        step(9, "disconnect from the requester (RDMA CM)");
+        cm_disconnect(cm, args.timeout_s);
+    }
 } // qp, cq, mr, pd and the device close here: the exported rkey stops working
 
 int main(int argc, char **argv)
 {
     const ProgramSpec spec{.name = "rdma_write_responder",
                            .role = "responder",
-                           .summary = "RDMA WRITE, responder side: export a buffer and print what the requester wrote into it."};
+                           .summary = "RDMA WRITE, responder side: export a buffer and print what the requester wrote into it.",
+                           .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

@@ -185,6 +185,10 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
         return a;
     if (a.server_addr && !a.use_cm)
         throw UsageError("-sa/--server-addr needs -cm/--use-rdma-cm");
+    if (spec.multi_conn && a.use_cm && a.server_addr && a.num_connections > 1)
+        throw UsageError("-nc " + std::to_string(a.num_connections) +
+                         ": an RDMA CM client makes one connection; start one client per connection "
+                         "(the server, without -sa, takes -nc N)");
     if (!a.use_cm && a.local_descriptor_path == a.remote_descriptor_path)
         throw UsageError("-ld and -re name the same file \"" + a.local_descriptor_path +
                          "\"; this side would read its own descriptor");

@@ -325,4 +325,11 @@ ResourceDescriptor wait_for_resource_descriptor(const WaitFor &w, ResourceKind k
         w, [kind](const std::string &t, const std::string &s) { return parse_resource_descriptor(t, s, kind); });
 }
 
+std::string numbered_path(const std::string &path, int i)
+{
+    char suffix[16];
+    std::snprintf(suffix, sizeof suffix, "-%04d", i);
+    return path + suffix;
+}
+
 } // namespace rdma_samples

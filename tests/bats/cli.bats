@@ -12,12 +12,20 @@ programs() {
     assert_success
     assert_line rdma_write_requester
     assert_line rdma_write_responder
+    assert_line rdma_send
+    assert_line rdma_receive
+    assert_line rdma_send_immediate
+    assert_line rdma_receive_immediate
     assert_line rdma_read_requester
     assert_line rdma_read_responder
     assert_line rdma_write_immediate_requester
     assert_line rdma_write_immediate_responder
     assert_line rdma_atomic_requester
     assert_line rdma_atomic_responder
+    assert_line rdma_sync_event_requester
+    assert_line rdma_sync_event_responder
+    assert_line rdma_multi_conn_send
+    assert_line rdma_multi_conn_receive
 }
 
 @test "--help exits 0 and lists every common flag with its default" {
@@ -71,6 +79,26 @@ programs() {
     assert_equal "$stderr" 'rdma_write_responder: -ld and -re name the same file "/tmp/x"; this side would read its own descriptor'
 }
 
+@test "the send/receive programs take no -m; the receivers take --recv-size and --no-prepost-receive" {
+    local p
+    for p in rdma_send rdma_receive rdma_send_immediate rdma_receive_immediate; do
+        run -2 --separate-stderr "$(prog "$p")" -m /tmp/x
+        assert_equal "$stderr" "$p: unknown flag \"-m\" (see --help)"
+    done
+    for p in rdma_receive rdma_receive_immediate; do
+        run -0 "$(prog "$p")" --help
+        assert_line --regexp '^  --recv-size (N|BYTES) +.*receive buffer.*\(default: 256\)$'
+        assert_line --partial "--no-prepost-receive"
+        refute_output --partial "-s, --send-string"
+        run -2 --separate-stderr "$(prog "$p")" --recv-size 0
+        assert_equal "$stderr" "$p: --recv-size: expected a number from 1 to 256, got \"0\""
+        run -2 --separate-stderr "$(prog "$p")" --no-prepost-receive=1
+        assert_equal "$stderr" "$p: --no-prepost-receive: takes no value"
+    done
+    run -0 "$(prog rdma_send)" --help
+    assert_line --partial "-s, --send-string TEXT"
+}
+
 @test "with no RDMA device at all, the error says how to get one" {
     # An empty driver folder hides every device, real or Soft-RoCE, from libibverbs.
     mkdir -p "$BATS_TEST_TMPDIR/no-drivers"
@@ -81,4 +109,9 @@ programs() {
     assert_regex "$stderr" "requester: step 1 failed: no RDMA device found"
     assert_regex "$stderr" "hint: .*modprobe rdma_rxe && rdma link add rxe0 type rxe netdev"
     assert_regex "$stderr" "\./lab vm"
+}
+
+@test "rdma_multi_conn: -nc > 1 on an RDMA CM client is a usage error" {
+    run -2 --separate-stderr "$(prog rdma_multi_conn_send)" -cm -sa 10.0.0.1 -nc 4
+    assert_equal "$stderr" 'rdma_multi_conn_send: -nc 4: an RDMA CM client makes one connection; start one client per connection (the server, without -sa, takes -nc N)'
 }

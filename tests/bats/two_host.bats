@@ -63,3 +63,53 @@ setup() {
     run echo "$peer_output"
     assert_line "Final counter value: 7 (0x7)"
 }
+
+@test "two hosts: rdma_sync_event crosses the network" {
+    on_host_a "$(prog rdma_sync_event_responder)" $(responder_on_a)
+    on_host_b "$(prog rdma_sync_event_requester)" $(requester_on_b)
+    assert_success
+    assert_line "Received sync event value 0xd0cb"
+    assert_line "Remote sync event has been notified for completion successfully"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line "Signaling sync event"
+    assert_line "Sync event completion value 0xffffffffffffffff received"
+}
+
+@test "two hosts: rdma_send_receive_immediate crosses the network" {
+    on_host_a "$(prog rdma_receive_immediate)" -ld "$SHARE/receiver.desc" -re "$SHARE/sender.desc" -t 60
+    on_host_b "$(prog rdma_send_immediate)" -ld "$SHARE/sender.desc" -re "$SHARE/receiver.desc" -t 60 -s "immediate across the wire"
+    assert_success
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Got from sender: "immediate across the wire" with immediate: 0xabcd'
+}
+
+@test "two hosts: rdma_write with RDMA CM: no files, the mmap descriptor travels in-band" {
+    on_host_a "$(prog rdma_write_responder)" -cm -t 60
+    on_host_b "$(prog rdma_write_requester)" -cm -sa 10.77.0.1 -t 60 -w "connected by RDMA CM"
+    assert_success
+    assert_line 'Requester has written: "connected by RDMA CM"'
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Responder memory now holds: "connected by RDMA CM"'
+    [ -z "$(ls -A "$SHARE")" ]
+}
+
+@test "two hosts: rdma_multi_conn, an RDMA CM server on host A takes 4 clients from host B" {
+    on_host_a "$(prog rdma_multi_conn_receive)" -cm -nc 4 -t 60
+    on_host_b bash -c '
+        pids=()
+        for i in 0 1 2 3; do "$1" -cm -sa 10.77.0.1 -t 60 -s "from host B, client $i" & pids+=($!); done
+        status=0
+        for p in "${pids[@]}"; do wait "$p" || status=1; done
+        exit $status' _ "$(prog rdma_multi_conn_send)"
+    assert_success
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    local i
+    for i in 0 1 2 3; do
+        assert_line --regexp "^Got from sender: \"from host B, client $i\", connection [0-3]$"
+    done
+    assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 4
+}

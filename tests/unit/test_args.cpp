@@ -52,7 +52,7 @@ TEST(Args, DocaShortFlags)
 {
     const Args a = parse(spec_with('w', true, true), {"-d", "rxe0", "-g", "1", "-ld", "/x/l", "-re", "/x/r", "-m", "/x/m", "-cm",
                                                       "-lp", "4791", "-sa", "10.0.0.1", "-sat", "ipv6", "-w", "hello", "-nc",
-                                                      "8", "-t", "5", "-v"});
+                                                      "1", "-t", "5", "-v"});
     EXPECT_EQ(a.device, "rxe0");
     EXPECT_EQ(a.gid_index, 1);
     EXPECT_EQ(a.local_descriptor_path, "/x/l");
@@ -63,9 +63,14 @@ TEST(Args, DocaShortFlags)
     EXPECT_EQ(a.server_addr, "10.0.0.1");
     EXPECT_EQ(a.server_addr_type, AddrType::ipv6);
     EXPECT_EQ(a.message, "hello");
-    EXPECT_EQ(a.num_connections, 8);
+    EXPECT_EQ(a.num_connections, 1);
     EXPECT_EQ(a.timeout_s, 5);
     EXPECT_TRUE(a.verbose);
+    // -nc N belongs to the side that takes N connections: descriptor files, or the RDMA CM server.
+    EXPECT_EQ(parse(spec_with('w', true, true), {"-nc", "8"}).num_connections, 8);
+    EXPECT_EQ(parse(spec_with('w', true, true), {"-cm", "-nc", "64"}).num_connections, 64);
+    // An RDMA CM client (-sa) makes exactly one connection.
+    EXPECT_THROW(parse(spec_with('w', true, true), {"-cm", "-sa", "10.0.0.1", "-nc", "8"}), UsageError);
 }
 
 TEST(Args, DocaLongFlagsWithSpaceOrEquals)

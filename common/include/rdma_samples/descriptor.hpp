@@ -133,6 +133,15 @@ ConnectionDescriptor wait_for_connection_descriptor(const WaitFor &w);
  */
 ResourceDescriptor wait_for_resource_descriptor(const WaitFor &w, ResourceKind kind);
 
+/**
+ * @brief The descriptor file of connection @p i when one process has many (rdma_multi_conn):
+ * "<path>-0000", "<path>-0001", ...
+ * @param path the path given with -ld or -re
+ * @param i    the connection's index
+ * @return the numbered path
+ */
+std::string numbered_path(const std::string &path, int i);
+
 /** @brief A fresh random 64-bit nonce.
  *  @return the nonce */
 std::uint64_t new_nonce();

@@ -1,0 +1,128 @@
+/**
+ * @file requester.cpp
+ * @brief Remote sync event, requester side: set the responder's 64-bit event and read it back.
+ *
+ * DOCA's "sync event" is a 64-bit value that peers set ("notify set") and read ("get"). On plain
+ * verbs it is one naturally aligned 64-bit word in a registered memory region: notify-set is an
+ * 8-byte RDMA WRITE, get is an 8-byte RDMA READ. The flow uses DOCA's values: we set 0xD0CA, read until
+ * the responder has answered with 0xD0CB, then set UINT64_MAX to say we are done.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+
+using namespace rdma_samples;
+
+namespace {
+constexpr std::uint64_t notify_value = 0xD0CA;
+constexpr std::uint64_t done_value = UINT64_MAX;
+
+/** One 8-byte RDMA WRITE (notify-set) or READ (get) of the remote event, waited for. */
+void post_event_op(ibv_qp *qp, ibv_cq *cq, const ibv_mr *mr, char *local, const ResourceDescriptor &event,
+                   ibv_wr_opcode opcode, int timeout_s)
+{
+    //! [post_event_op]
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(local); // the value to set, or where the read lands
+    sge.length = sizeof(std::uint64_t);
+    sge.lkey = mr->lkey;
+    ibv_send_wr wr{};
+    wr.opcode = opcode; // IBV_WR_RDMA_WRITE = notify-set, IBV_WR_RDMA_READ = get
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = event.addr;
+    wr.wr.rdma.rkey = event.rkey;
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp, &wr, &bad_wr), opcode == IBV_WR_RDMA_WRITE ? "ibv_post_send(RDMA_WRITE: notify-set)"
+                                                                          : "ibv_post_send(RDMA_READ: get)");
+    //! [post_event_op]
+    poll_completion(cq, timeout_s, opcode == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ,
+                    opcode == IBV_WR_RDMA_WRITE ? "the notify-set (RDMA WRITE)" : "the get (RDMA READ)");
+}
+} // namespace
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+
+    step(2, "register 16 bytes: the value we set, and where the values we get land (local read/write)");
+    Buffer buf(2 * sizeof(std::uint64_t));
+    char *set = buf.data(), *got = buf.data() + sizeof(std::uint64_t);
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+
+    step(3, "create a completion queue and an RC queue pair");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+
+    step(4, "exchange descriptors with the responder and get its sync-event descriptor");
+    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16)); // for the READs
+    const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_sync_event_responder)", rd_atomic);
+    const ResourceDescriptor event = wait_for_resource_descriptor(
+        {args.resource_descriptor_path, "the responder (rdma_sync_event_responder)", args.timeout_s, x.local.nonce},
+        ResourceKind::sync_event);
+    info("sync event at addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(event.addr),
+         event.length, event.rkey, access_to_string(event.access).c_str());
+    //! [checks]
+    // A sync event is exactly one aligned 64-bit word: anything else is refused before posting.
+    if (event.length != sizeof(std::uint64_t))
+        throw Error("the sync-event descriptor says " + std::to_string(event.length) +
+                        " bytes; a sync event is one 8-byte word; nothing was posted",
+                    "the responder must export exactly its 8-byte counter");
+    if (event.addr % sizeof(std::uint64_t) != 0)
+        throw Error("the sync event's address is not 8-byte aligned; nothing was posted",
+                    "the responder must export an aligned 64-bit counter, so that it is written as one unit");
+    const int needed = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    if ((event.access & needed) != needed)
+        throw Error("the sync event does not grant remote read and write (access " + access_to_string(event.access) + ")",
+                    "the responder must register its counter with IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE");
+    //! [checks]
+
+    step(5, "notify-set: RDMA WRITE 0x%llx into the remote event", static_cast<unsigned long long>(notify_value));
+    std::memcpy(set, &notify_value, sizeof notify_value);
+    post_event_op(qp.get(), cq.get(), mr.get(), set, event, IBV_WR_RDMA_WRITE, args.timeout_s);
+
+    step(6, "get: RDMA READ the event until the responder has moved it past 0x%llx",
+         static_cast<unsigned long long>(notify_value));
+    //! [get_loop]
+    std::uint64_t value = 0, last = notify_value;
+    Waiter waiter(args.timeout_s, "the sync event to pass 0xd0ca (the responder signals 0xd0cb)",
+                  "the responder is stopped or gone; check its output");
+    for (;;) {
+        post_event_op(qp.get(), cq.get(), mr.get(), got, event, IBV_WR_RDMA_READ, args.timeout_s);
+        std::memcpy(&value, got, sizeof value);
+        if (value != last) {
+            result("Received sync event value 0x%llx", static_cast<unsigned long long>(value));
+            last = value;
+        }
+        if (value > notify_value)
+            break;
+        waiter.pause(); // read again a little later; gives up after -t seconds
+    }
+    //! [get_loop]
+
+    step(7, "notify-set the completion value UINT64_MAX");
+    std::memcpy(set, &done_value, sizeof done_value);
+    post_event_op(qp.get(), cq.get(), mr.get(), set, event, IBV_WR_RDMA_WRITE, args.timeout_s);
+    result("Remote sync event has been notified for completion successfully");
+
+    step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
+    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+}
+
+int main(int argc, char **argv)
+{
+    const ProgramSpec spec{.name = "rdma_sync_event_requester",
+                           .role = "requester",
+                           .summary = "Remote sync event, requester side: notify-set and get the responder's 64-bit event."};
+    return run_sample(spec, argc, argv, run);
+}

@@ -1,0 +1,106 @@
+/**
+ * @file responder.cpp
+ * @brief Remote sync event, responder side: a 64-bit event the requester sets and reads remotely.
+ *
+ * The event is one 8-byte aligned word in a registered memory region. The requester changes it with
+ * RDMA WRITEs and reads it with RDMA READs; our CPU sees those changes only by reading the word. So we
+ * wait by polling it: an atomic load (the compiler may not keep the value in a register, because the
+ * device, not this thread, changes it), bounded by -t, with a short sleep between reads.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdint>
+
+using namespace rdma_samples;
+
+namespace {
+constexpr std::uint64_t notify_value = 0xD0CA;  // the requester's first notify-set
+constexpr std::uint64_t signal_value = 0xD0CB;  // our answer
+constexpr std::uint64_t done_value = UINT64_MAX; // the requester's completion value
+bool never_signal = false;                       // --never-signal: demonstration of a get that times out
+
+/** Wait (bounded) until the event is at least @p target; return what it holds then. */
+std::uint64_t wait_for_event(std::atomic_ref<std::uint64_t> event, std::uint64_t target, int timeout_s)
+{
+    //! [wait_value]
+    char what[64];
+    std::snprintf(what, sizeof what, "the sync event to reach 0x%llx", static_cast<unsigned long long>(target));
+    Waiter waiter(timeout_s, what, "the requester is gone or has not started; check its output");
+    std::uint64_t v;
+    while ((v = event.load(std::memory_order_acquire)) < target)
+        waiter.pause(); // yields, then sleeps a little: a long wait does not burn a core
+    //! [wait_value]
+    return v;
+}
+} // namespace
+
+static void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+
+    step(2, "register the 8-byte sync event (local read/write + remote read/write)");
+    Buffer buf(sizeof(std::uint64_t)); // page-aligned, so the event is 8-byte aligned; starts at 0
+    //! [reg_mr]
+    // The requester sets the event (remote write) and gets it (remote read). An aligned 8-byte word is
+    // written as one unit, so a get never sees half of a set.
+    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
+    //! [reg_mr]
+    std::atomic_ref<std::uint64_t> event(*reinterpret_cast<std::uint64_t *>(buf.data()));
+
+    step(3, "create a completion queue and an RC queue pair that accepts remote reads and writes");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+
+    step(4, "post a receive for the requester's goodbye");
+    post_goodbye_receive(qp.get());
+
+    step(5, "wait for the requester, move the QP to RTR and RTS, export the sync event");
+    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16)); // the requester's READs
+    ResourceDescriptor se{};
+    se.kind = ResourceKind::sync_event;
+    se.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    se.length = sizeof(std::uint64_t);
+    se.rkey = mr->rkey;
+    se.access = access;
+    accept_requester(args, dev, qp.get(), "the requester (rdma_sync_event_requester)", rd_atomic, &se);
+
+    step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
+    result("Sync event value 0x%llx received", static_cast<unsigned long long>(wait_for_event(event, notify_value, args.timeout_s)));
+
+    if (never_signal) {
+        step(7, "(demonstration) never signal: the requester's get keeps reading 0xd0ca");
+        wait_for_event(event, signal_value, args.timeout_s); // never reached: ends in a timeout
+    }
+    step(7, "signal the requester: set the event to 0x%llx locally", static_cast<unsigned long long>(signal_value));
+    result("Signaling sync event");
+    event.store(signal_value, std::memory_order_release);
+
+    step(8, "wait for the completion value UINT64_MAX");
+    wait_for_event(event, done_value, args.timeout_s);
+    result("Sync event completion value 0x%llx received", static_cast<unsigned long long>(done_value));
+
+    step(9, "wait for the goodbye, then release the event");
+    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND)");
+}
+
+int main(int argc, char **argv)
+{
+    ProgramSpec spec{.name = "rdma_sync_event_responder",
+                     .role = "responder",
+                     .summary = "Remote sync event, responder side: export a 64-bit event, wait on it, signal back."};
+    spec.extra.push_back({"never-signal", "", "demonstration: never set 0xD0CB, so the requester's get times out", "",
+                          [](const std::string &) { never_signal = true; }});
+    return run_sample(spec, argc, argv, run);
+}
