@@ -285,11 +285,26 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_
         c.id.reset(id);
 
         // 1. Address: which local device and port reach the server (like ARP plus a routing lookup).
-        check_cm(rdma_resolve_addr(id, nullptr, dst.get(), timeout_ms), "rdma_resolve_addr(" + peer + ")",
+        //    Each try is short: a server machine that is still coming up answers ARP a moment later.
+        const int attempt_ms = std::min(timeout_ms, 2000);
+        check_cm(rdma_resolve_addr(id, nullptr, dst.get(), attempt_ms), "rdma_resolve_addr(" + peer + ")",
                  [](int) -> std::string {
                      return "check the address and -sat; it must be reachable through an RDMA device's interface";
                  });
-        expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, args.timeout_s, "the address of " + peer, peer);
+        {
+            CmEventPtr ev = next_cm_event(c.channel.get(), std::min(deadline, Clock::now() + std::chrono::milliseconds(attempt_ms + 1000)));
+            const bool no_answer = !ev || (ev->event == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT);
+            if (no_answer && Clock::now() < deadline) {
+                if (!told)
+                    info("no answer from %s yet; trying again for up to %d s", peer.c_str(), args.timeout_s);
+                continue;
+            }
+            if (!ev)
+                throw Error("timed out after " + std::to_string(args.timeout_s) + " s waiting for the address of " + peer,
+                            "no answer from " + peer + ": is the server's machine up and reachable (ping it)?");
+            if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+                throw cm_event_error(*ev, "the address of " + peer, peer);
+        }
         check_cm_device(id, dev);
         // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
         check_cm(rdma_resolve_route(id, timeout_ms), "rdma_resolve_route(" + peer + ")",
