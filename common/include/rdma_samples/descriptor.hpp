@@ -96,6 +96,13 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
  * @return the descriptor
  * @throws DescriptorError as parse_connection_descriptor()
  */
+/**
+ * @brief A kind as its descriptor names it: "mmap" or "sync_event".
+ * @param k the kind
+ * @return its name
+ */
+const char *resource_kind_name(ResourceKind k);
+
 ResourceDescriptor parse_resource_descriptor(const std::string &text, const std::string &source, ResourceKind kind);
 
 /**
