@@ -179,7 +179,7 @@ Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_
         x.cm = cm_connect(args, dev, qp, max_rd_atomic);
         if (text) {
             x.resource = parse_resource_descriptor(text->wait(cq, args.timeout_s), peer + "'s SEND", *resource);
-            info("received %s's %s descriptor in-band", peer.c_str(), resource_kind_name(*resource));
+            info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
         }
         return x;
     }

@@ -47,7 +47,7 @@ cm_pair() {
     cm_pair "$(prog rdma_read_responder)" -cm -lp "$PORT" -t 30 -r "read over RDMA CM" -- \
         "$(prog rdma_read_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30
     assert_success
-    assert_line --partial "received the responder (rdma_read_responder)'s mmap descriptor in-band"
+    assert_line --partial "received the mmap descriptor of the responder (rdma_read_responder), in-band"
     assert_line --regexp 'responder exports addr 0x[0-9a-f]+, length 256, rkey 0x[0-9a-f]+, access local_write[|]remote_read$'
     assert_line 'Read from responder: "read over RDMA CM"'
     assert_line --partial "step 9: disconnect"
@@ -126,7 +126,7 @@ cm_pair() {
     cm_pair "$(prog rdma_sync_event_responder)" -cm -lp "$PORT" -t 30 -- \
         "$(prog rdma_sync_event_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30
     assert_success
-    assert_line --partial "received the responder (rdma_sync_event_responder)'s sync_event descriptor in-band"
+    assert_line --partial "received the sync_event descriptor of the responder (rdma_sync_event_responder), in-band"
     assert_line "Received sync event value 0xd0cb"
     assert_line "Remote sync event has been notified for completion successfully"
     assert_line --partial "step 9: disconnect"

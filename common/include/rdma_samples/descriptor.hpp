@@ -89,6 +89,13 @@ std::string format_descriptor(const ResourceDescriptor &d);
 ConnectionDescriptor parse_connection_descriptor(const std::string &text, const std::string &source);
 
 /**
+ * @brief A kind as its descriptor names it: "mmap" or "sync_event".
+ * @param k the kind
+ * @return its name
+ */
+const char *resource_kind_name(ResourceKind k);
+
+/**
  * @brief Parse a resource descriptor of kind @p kind.
  * @param text   the file's contents
  * @param source the file name, for messages
@@ -96,13 +103,6 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
  * @return the descriptor
  * @throws DescriptorError as parse_connection_descriptor()
  */
-/**
- * @brief A kind as its descriptor names it: "mmap" or "sync_event".
- * @param k the kind
- * @return its name
- */
-const char *resource_kind_name(ResourceKind k);
-
 ResourceDescriptor parse_resource_descriptor(const std::string &text, const std::string &source, ResourceKind kind);
 
 /**
