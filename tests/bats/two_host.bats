@@ -155,3 +155,42 @@ setup() {
     done
     assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 4
 }
+
+@test "two hosts: rdma_multi_conn with descriptor files, N = 1, 4 and 16, receiver on host A" {
+    # One process per side and per N; the numbered files of each run cross through the shared folder.
+    on_host_a bash -ec 'for n in 1 4 16; do "$1" -nc $n -ld "$2/recv$n.desc" -re "$2/send$n.desc" -t 60; done' \
+        _ "$(prog rdma_multi_conn_receive)" "$SHARE"
+    on_host_b bash -ec 'for n in 1 4 16; do "$1" -nc $n -ld "$2/send$n.desc" -re "$2/recv$n.desc" -t 60 -s "N=$n"; done' \
+        _ "$(prog rdma_multi_conn_send)" "$SHARE"
+    assert_success
+    assert_equal "$peer_status" 0
+    local n
+    for n in 1 4 16; do
+        assert_equal "$(grep -c "^Sender has sent: \"N=$n\", connection" <<<"$output")" "$n"
+        assert_equal "$(grep -c "^Got from sender: \"N=$n\", connection" <<<"$peer_output")" "$n"
+    done
+    grep -qxF 'Got from sender: "N=16", connection 15' <<<"$peer_output"
+    grep -qF "$SHARE/send16.desc-0015" <<<"$peer_output" # the numbered files crossed...
+    [ -z "$(ls -A "$SHARE")" ]                            # ...and each was consumed by its reader
+}
+
+@test "two hosts: rdma_multi_conn with RDMA CM, a server on host A for 1 and then 16 client processes on host B" {
+    on_host_a bash -ec '"$1" -cm -nc 1 -lp 13591 -t 60; "$1" -cm -nc 16 -lp 13592 -t 60' _ "$(prog rdma_multi_conn_receive)"
+    on_host_b bash -c '
+        "$1" -cm -sa 10.77.0.1 -lp 13591 -t 60 -s "the only client" || exit 1
+        pids=()
+        for i in $(seq 0 15); do "$1" -cm -sa 10.77.0.1 -lp 13592 -t 60 -s "client $i of 16" & pids+=($!); done
+        status=0
+        for p in "${pids[@]}"; do wait "$p" || status=1; done
+        exit $status' _ "$(prog rdma_multi_conn_send)"
+    assert_success
+    assert_equal "$peer_status" 0
+    assert_equal "$(grep -c '^Sample finished successfully$' <<<"$output")" 17
+    run echo "$peer_output"
+    assert_line 'Got from sender: "the only client", connection 0'
+    local i
+    for i in $(seq 0 15); do
+        assert_line --regexp "^Got from sender: \"client $i of 16\", connection ([0-9]|1[0-5])$"
+    done
+    assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 17
+}
