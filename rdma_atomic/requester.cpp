@@ -85,7 +85,8 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
 
-    step(4, "exchange descriptors with the responder and move the QP to RTS");
+    step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its counter's descriptor"
+                        : "exchange descriptors with the responder and move the QP to RTS");
     //! [rd_atomic]
     // Atomics, like READs, wait for response data (the old value), so they count against the same
     // limit: max_rd_atomic, the number we may have in flight at the responder (initiator depth),
@@ -93,10 +94,9 @@ static void run(const Args &args)
     // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_atomic_responder)", rd_atomic);
-    const ResourceDescriptor counter = wait_for_resource_descriptor(
-        {args.resource_descriptor_path, "the responder (rdma_atomic_responder)", args.timeout_s, x.local.nonce},
-        ResourceKind::mmap);
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_atomic_responder)",
+                                   rd_atomic, ResourceKind::mmap);
+    const ResourceDescriptor &counter = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(counter.addr),
          counter.length, counter.rkey, access_to_string(counter.access).c_str());
 
@@ -140,13 +140,19 @@ static void run(const Args &args)
 
     step(8, "say goodbye with a zero-length SEND, so the responder may read its counter");
     send_goodbye(qp.get(), cq.get(), args.timeout_s);
+
+    if (args.use_cm) {
+        step(9, "disconnect: RDMA CM tells the responder we are done");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
 {
     ProgramSpec spec{.name = "rdma_atomic_requester",
                      .role = "requester",
-                     .summary = "Atomics, requester side: fetch-and-add and compare-and-swap on the responder's counter."};
+                     .summary = "Atomics, requester side: fetch-and-add and compare-and-swap on the responder's counter.",
+                     .rdma_cm = true};
     spec.extra.push_back({"op", "OP", "fetch-add, compare-swap or both", "both", [](const std::string &v) {
                               if (v != "fetch-add" && v != "compare-swap" && v != "both")
                                   throw UsageError("--op: expected fetch-add, compare-swap or both, got \"" + v + "\"");

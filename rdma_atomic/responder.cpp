@@ -51,7 +51,8 @@ static void run(const Args &args)
     step(4, "post a receive for the requester's goodbye");
     post_goodbye_receive(qp.get());
 
-    step(5, "wait for the requester, move the QP to RTR and RTS, export the counter");
+    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our counter's descriptor"
+                        : "wait for the requester, move the QP to RTR and RTS, export the counter");
     //! [dest_rd_atomic]
     // Responder resources (max_dest_rd_atomic): atomics, like READs, that the requester may have in
     // flight at us; our device keeps each one's result until it is sent back. Bounded by the device's
@@ -64,20 +65,27 @@ static void run(const Args &args)
     counter.length = sizeof(std::uint64_t); // exactly the counter
     counter.rkey = mr->rkey;
     counter.access = access;
-    accept_requester(args, dev, qp.get(), "the requester (rdma_atomic_requester)", rd_atomic, &counter);
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_atomic_requester)",
+                                  rd_atomic, &counter);
 
     step(6, "wait for the goodbye; the atomics themselves give us no completion");
     poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its atomics)");
     std::uint64_t value = 0;
     std::memcpy(&value, buf.data(), sizeof value);
     result("Final counter value: %llu (0x%llx)", static_cast<unsigned long long>(value), static_cast<unsigned long long>(value));
+
+    if (args.use_cm) {
+        step(7, "disconnect from the requester (RDMA CM)");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
 {
     ProgramSpec spec{.name = "rdma_atomic_responder",
                      .role = "responder",
-                     .summary = "Atomics, responder side: export a 64-bit counter for fetch-and-add and compare-and-swap."};
+                     .summary = "Atomics, responder side: export a 64-bit counter for fetch-and-add and compare-and-swap.",
+                     .rdma_cm = true};
     spec.extra.push_back({"initial", "N", "the counter's first value", "0",
                           [](const std::string &v) { initial = parse_number("--initial", v, 0, UINT64_MAX); }});
     spec.extra.push_back({"no-atomic-access", "", "demonstration: register the counter without remote atomic", "",

@@ -43,17 +43,17 @@ static void run(const Args &args)
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     info("QPN 0x%06x", qp->qp_num);
 
-    step(4, "exchange descriptors with the responder and move the QP to RTS");
+    step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
+                        : "exchange descriptors with the responder and move the QP to RTS");
     //! [rd_atomic]
     // A READ waits for its response data, so the QP must allow READs "in flight": max_rd_atomic on our
     // side (initiator depth), bounded by the device's max_qp_init_rd_atom. The responder sets the
     // matching max_dest_rd_atomic (responder resources). 0 would make every READ fail.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_read_responder)", rd_atomic);
-    const ResourceDescriptor mmap = wait_for_resource_descriptor(
-        {args.resource_descriptor_path, "the responder (rdma_read_responder)", args.timeout_s, x.local.nonce},
-        ResourceKind::mmap);
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_read_responder)",
+                                   rd_atomic, ResourceKind::mmap);
+    const ResourceDescriptor &mmap = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
          mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
 
@@ -103,13 +103,19 @@ static void run(const Args &args)
 
     step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
     send_goodbye(qp.get(), cq.get(), args.timeout_s);
+
+    if (args.use_cm) {
+        step(9, "disconnect: RDMA CM tells the responder we are done");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
 {
     ProgramSpec spec{.name = "rdma_read_requester",
                      .role = "requester",
-                     .summary = "RDMA READ, requester side: read the string the responder exports."};
+                     .summary = "RDMA READ, requester side: read the string the responder exports.",
+                     .rdma_cm = true};
     spec.extra.push_back({"length", "BYTES", "bytes to read; more than the responder exported is refused before posting",
                           "the exported length", [](const std::string &v) {
                               read_length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 30));

@@ -45,7 +45,8 @@ static void run(const Args &args)
     step(4, "post a receive for the requester's goodbye");
     post_goodbye_receive(qp.get());
 
-    step(5, "wait for the requester, move the QP to RTR and RTS, export the buffer");
+    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
+                        : "wait for the requester, move the QP to RTR and RTS, export the buffer");
     //! [rd_atomic]
     // Responder resources (max_dest_rd_atomic, set at RTR): how many READs the requester may have
     // outstanding at us at once. Our device keeps state for each one until its response data is sent;
@@ -59,13 +60,19 @@ static void run(const Args &args)
     mmap.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
     mmap.rkey = mr->rkey;
     mmap.access = access;
-    accept_requester(args, dev, qp.get(), "the requester (rdma_read_requester)", rd_atomic, &mmap);
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_read_requester)",
+                                  rd_atomic, &mmap);
 
     step(6, "wait for the goodbye; the READ itself gives us no completion");
     poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its READ)");
     result("Responder memory still holds: \"%s\"", args.message.c_str());
     if (std::memcmp(buf.data(), args.message.data(), args.message.size()) != 0)
         throw Error("the exported buffer changed although it grants no remote write", "this should never happen; check dmesg");
+
+    if (args.use_cm) {
+        step(7, "disconnect from the requester (RDMA CM)");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
@@ -74,6 +81,7 @@ int main(int argc, char **argv)
                            .role = "responder",
                            .summary = "RDMA READ, responder side: export a string for the requester to read.",
                            .message_flag = 'r',
-                           .message_help = "string the requester reads"};
+                           .message_help = "string the requester reads",
+                           .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

@@ -55,13 +55,19 @@ static void run(const Args &args)
         step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
     }
 
-    step(5, "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
-    accept_requester(args, dev, qp.get(), "the sender (rdma_send)");
+    step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
+                        : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the sender (rdma_send)");
 
     step(6, "poll the completion queue until the message has arrived");
     const ibv_wc wc = poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the message from the sender");
     // byte_len is how many bytes the SEND carried: the buffer holds exactly those.
     result("Got from sender: \"%.*s\"", static_cast<int>(wc.byte_len), buf.data());
+
+    if (args.use_cm) {
+        step(7, "disconnect from the sender (RDMA CM)");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
@@ -69,7 +75,8 @@ int main(int argc, char **argv)
     ProgramSpec spec{.name = "rdma_receive",
                      .role = "receiver",
                      .summary = "RECEIVE, receiver side: post a receive and print what the sender sends into it.",
-                     .resource_descriptor = false};
+                     .resource_descriptor = false,
+                     .rdma_cm = true};
     spec.extra.push_back({"recv-size", "BYTES", "size of the posted receive buffer; smaller than the message shows IBV_WC_LOC_LEN_ERR",
                           std::to_string(max_message_length), [](const std::string &v) {
                               recv_size = parse_number("--recv-size", v, 1, max_message_length);

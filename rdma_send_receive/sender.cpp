@@ -39,9 +39,10 @@ static void run(const Args &args)
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     info("QPN 0x%06x", qp->qp_num);
 
-    step(4, "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
-    // The receiver answers only after it has posted its receive: our SEND cannot arrive too early.
-    connect_requester(args, dev, qp.get(), "the receiver (rdma_receive)");
+    step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
+                        : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
+    // The receiver answers (or accepts) only after it has posted its receive: our SEND cannot arrive too early.
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the receiver (rdma_receive)");
 
     step(5, "post a SEND of %zu bytes", args.message.size());
     result("Submitting RDMA send task that sends \"%s\" to receiver", args.message.c_str());
@@ -64,6 +65,11 @@ static void run(const Args &args)
     // Success means the receiver's device acknowledged the message into a posted receive.
     poll_completion(cq.get(), args.timeout_s, IBV_WC_SEND, "the SEND completion");
     result("Sender has sent: \"%s\"", args.message.c_str());
+
+    if (args.use_cm) {
+        step(7, "disconnect: RDMA CM tells the receiver we are done");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
@@ -73,6 +79,7 @@ int main(int argc, char **argv)
                            .summary = "SEND, sender side: send a message into a receive the receiver posted.",
                            .message_flag = 's',
                            .message_help = "string to send",
-                           .resource_descriptor = false};
+                           .resource_descriptor = false,
+                           .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

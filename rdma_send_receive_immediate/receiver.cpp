@@ -9,6 +9,7 @@
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
@@ -75,19 +76,27 @@ static void run(const Args &args)
         info("skipped (--no-prepost-receive): the sender's SEND will find no receive and be refused");
     }
 
-    step(5, "wait for the sender's connection descriptor, then move the QP to RTR");
-    const ConnectionDescriptor remote =
-        wait_for_connection_descriptor({args.remote_descriptor_path, "the sender (rdma_send_immediate)", args.timeout_s, {}});
-    info("sender: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
-    // RTR is all a QP that only receives needs: it accepts the sender's packets and acknowledges them.
-    // It never posts a send, so it never has to reach RTS.
-    qp_to_rtr(qp.get(), dev, remote);
+    CmConnection cm; // -cm only: the RDMA CM connection, closed before the QP
+    if (args.use_cm) {
+        step(5, "wait for the sender to connect with RDMA CM (port %u); the CM moves the QP to RTR and RTS",
+             args.listen_port);
+        cm = cm_accept(args, dev, qp.get());
+        step(6, "nothing to write: the CM's answer to the sender (its REP message) carried our QPN and PSN");
+    } else {
+        step(5, "wait for the sender's connection descriptor, then move the QP to RTR");
+        const ConnectionDescriptor remote =
+            wait_for_connection_descriptor({args.remote_descriptor_path, "the sender (rdma_send_immediate)", args.timeout_s, {}});
+        info("sender: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+        // RTR is all a QP that only receives needs: it accepts the sender's packets and acknowledges them.
+        // It never posts a send, so it never has to reach RTS.
+        qp_to_rtr(qp.get(), dev, remote);
 
-    step(6, "answer: write our connection descriptor (there is no mmap to export)");
-    ConnectionDescriptor local = describe_qp(qp.get(), dev, random_psn(), new_nonce());
-    local.peer_nonce = remote.nonce; // ties the answer to this sender
-    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
-    info("wrote %s: QPN 0x%06x", args.local_descriptor_path.c_str(), local.qp_num);
+        step(6, "answer: write our connection descriptor (there is no mmap to export)");
+        ConnectionDescriptor local = describe_qp(qp.get(), dev, random_psn(), new_nonce());
+        local.peer_nonce = remote.nonce; // ties the answer to this sender
+        write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+        info("wrote %s: QPN 0x%06x", args.local_descriptor_path.c_str(), local.qp_num);
+    }
 
     step(7, "poll the completion queue until the message has landed in our receive");
     //! [poll_recv]
@@ -130,6 +139,11 @@ static void run(const Args &args)
     if (wc.byte_len > buf.size())
         throw Error("byte_len " + std::to_string(wc.byte_len) + " exceeds the receive buffer", "a device bug; check dmesg");
     result("Got from sender: \"%.*s\" with immediate: 0x%x", static_cast<int>(wc.byte_len), buf.data(), imm);
+
+    if (args.use_cm) {
+        step(9, "disconnect from the sender (RDMA CM)");
+        cm_disconnect(cm, args.timeout_s);
+    }
 } // qp, cq, mr, pd and the device close here, in reverse order of creation
 
 int main(int argc, char **argv)
@@ -140,6 +154,7 @@ int main(int argc, char **argv)
         .summary = "RDMA RECEIVE with immediate, receiver side: post a receive buffer, print the message and the "
                    "immediate value the sender sends.",
         .resource_descriptor = false,
+        .rdma_cm = true,
         .extra = {{.long_name = "recv-size",
                    .value_name = "N",
                    .help = "bytes of the posted receive buffer; smaller than the message gives IBV_WC_LOC_LEN_ERR",

@@ -10,6 +10,7 @@
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
@@ -52,21 +53,31 @@ static void run(const Args &args)
     qp_to_init(qp.get(), dev, 0);
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    step(4, "publish our connection descriptor and wait for the receiver's answer");
-    const std::uint32_t psn = random_psn();
-    const ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, new_nonce());
-    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
-    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
-         gid_to_string(local.gid).c_str());
-    // The receiver answers only after its QP is at RTR and its receive is posted: our SEND finds a
-    // buffer waiting. There is no mmap descriptor to wait for: a SEND names no remote address.
-    const ConnectionDescriptor remote =
-        wait_for_connection_descriptor({args.remote_descriptor_path, "the receiver (rdma_receive_immediate)", args.timeout_s, local.nonce});
-    info("receiver: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+    CmConnection cm; // -cm only: the RDMA CM connection, closed before the QP
+    if (args.use_cm) {
+        step(4, "connect to the receiver with RDMA CM (%s port %u)", args.server_addr.value_or("?").c_str(),
+             args.listen_port);
+        // The receiver accepts only after its receive is posted. Its answer (the CM's REP message) carries
+        // its QPN and PSN, as its descriptor file would.
+        cm = cm_connect(args, dev, qp.get());
+        step(5, "the QP is at RTS: the CM moved it INIT -> RTR -> RTS with the attributes it negotiated");
+    } else {
+        step(4, "publish our connection descriptor and wait for the receiver's answer");
+        const std::uint32_t psn = random_psn();
+        const ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, new_nonce());
+        write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+        info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
+             gid_to_string(local.gid).c_str());
+        // The receiver answers only after its QP is at RTR and its receive is posted: our SEND finds a
+        // buffer waiting. There is no mmap descriptor to wait for: a SEND names no remote address.
+        const ConnectionDescriptor remote = wait_for_connection_descriptor(
+            {args.remote_descriptor_path, "the receiver (rdma_receive_immediate)", args.timeout_s, local.nonce});
+        info("receiver: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
 
-    step(5, "move the QP INIT -> RTR -> RTS (see rdma_write/requester.cpp)");
-    qp_to_rtr(qp.get(), dev, remote);
-    qp_to_rts(qp.get(), psn);
+        step(5, "move the QP INIT -> RTR -> RTS (see rdma_write/requester.cpp)");
+        qp_to_rtr(qp.get(), dev, remote);
+        qp_to_rts(qp.get(), psn);
+    }
 
     step(6, "post a SEND with immediate 0x%x and %zu bytes of data", immediate_value, args.message.size());
     result("Submitting RDMA send with immediate task that sends \"%s\" with immediate 0x%x to receiver",
@@ -111,6 +122,11 @@ static void run(const Args &args)
     }
     //! [send_errors]
     result("RDMA send with immediate task was done successfully");
+
+    if (args.use_cm) {
+        step(8, "disconnect: RDMA CM tells the receiver we are done");
+        cm_disconnect(cm, args.timeout_s);
+    }
 } // qp, cq, mr, pd and the device close here, in reverse order of creation
 
 int main(int argc, char **argv)
@@ -121,6 +137,7 @@ int main(int argc, char **argv)
                                       "into a receive the receiver has posted.",
                            .message_flag = 's',
                            .message_help = "string to send",
-                           .resource_descriptor = false};
+                           .resource_descriptor = false,
+                           .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

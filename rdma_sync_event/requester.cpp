@@ -64,12 +64,12 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
 
-    step(4, "exchange descriptors with the responder and get its sync-event descriptor");
+    step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its sync-event descriptor"
+                        : "exchange descriptors with the responder and get its sync-event descriptor");
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16)); // for the READs
-    const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_sync_event_responder)", rd_atomic);
-    const ResourceDescriptor event = wait_for_resource_descriptor(
-        {args.resource_descriptor_path, "the responder (rdma_sync_event_responder)", args.timeout_s, x.local.nonce},
-        ResourceKind::sync_event);
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_sync_event_responder)",
+                                   rd_atomic, ResourceKind::sync_event);
+    const ResourceDescriptor &event = x.resource;
     info("sync event at addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(event.addr),
          event.length, event.rkey, access_to_string(event.access).c_str());
     //! [checks]
@@ -117,12 +117,18 @@ static void run(const Args &args)
 
     step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
     send_goodbye(qp.get(), cq.get(), args.timeout_s);
+
+    if (args.use_cm) {
+        step(9, "disconnect: RDMA CM tells the responder we are done");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
 {
     const ProgramSpec spec{.name = "rdma_sync_event_requester",
                            .role = "requester",
-                           .summary = "Remote sync event, requester side: notify-set and get the responder's 64-bit event."};
+                           .summary = "Remote sync event, requester side: notify-set and get the responder's 64-bit event.",
+                           .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

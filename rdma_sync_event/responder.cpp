@@ -66,7 +66,8 @@ static void run(const Args &args)
     step(4, "post a receive for the requester's goodbye");
     post_goodbye_receive(qp.get());
 
-    step(5, "wait for the requester, move the QP to RTR and RTS, export the sync event");
+    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our sync-event descriptor"
+                        : "wait for the requester, move the QP to RTR and RTS, export the sync event");
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16)); // the requester's READs
     ResourceDescriptor se{};
     se.kind = ResourceKind::sync_event;
@@ -74,7 +75,8 @@ static void run(const Args &args)
     se.length = sizeof(std::uint64_t);
     se.rkey = mr->rkey;
     se.access = access;
-    accept_requester(args, dev, qp.get(), "the requester (rdma_sync_event_requester)", rd_atomic, &se);
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_sync_event_requester)",
+                                  rd_atomic, &se);
 
     step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
     result("Sync event value 0x%llx received", static_cast<unsigned long long>(wait_for_event(event, notify_value, args.timeout_s)));
@@ -93,13 +95,19 @@ static void run(const Args &args)
 
     step(9, "wait for the goodbye, then release the event");
     poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND)");
+
+    if (args.use_cm) {
+        step(10, "disconnect from the requester (RDMA CM)");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
 {
     ProgramSpec spec{.name = "rdma_sync_event_responder",
                      .role = "responder",
-                     .summary = "Remote sync event, responder side: export a 64-bit event, wait on it, signal back."};
+                     .summary = "Remote sync event, responder side: export a 64-bit event, wait on it, signal back.",
+                     .rdma_cm = true};
     spec.extra.push_back({"never-signal", "", "demonstration: never set 0xD0CB, so the requester's get times out", "",
                           [](const std::string &) { never_signal = true; }});
     return run_sample(spec, argc, argv, run);

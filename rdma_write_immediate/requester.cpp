@@ -41,11 +41,11 @@ static void run(const Args &args)
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     info("QPN 0x%06x", qp->qp_num);
 
-    step(4, "exchange descriptors with the responder and move the QP to RTS");
-    const Exchange x = connect_requester(args, dev, qp.get(), "the responder (rdma_write_immediate_responder)");
-    const ResourceDescriptor mmap = wait_for_resource_descriptor(
-        {args.resource_descriptor_path, "the responder (rdma_write_immediate_responder)", args.timeout_s, x.local.nonce},
-        ResourceKind::mmap);
+    step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
+                        : "exchange descriptors with the responder and move the QP to RTS");
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_write_immediate_responder)",
+                                   0, ResourceKind::mmap);
+    const ResourceDescriptor &mmap = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
          mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
     if (args.message.size() > mmap.length)
@@ -81,6 +81,11 @@ static void run(const Args &args)
     result("Requester has written: \"%s\" with immediate 0x%x", args.message.c_str(), immediate);
     // No goodbye, unlike rdma_write: the immediate already gave the responder its completion, and on
     // RC that completion comes only after the written bytes are in its memory.
+
+    if (args.use_cm) {
+        step(7, "disconnect: RDMA CM tells the responder we are done");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
@@ -89,6 +94,7 @@ int main(int argc, char **argv)
                            .role = "requester",
                            .summary = "RDMA WRITE with immediate, requester side: write a string, notify with 0xABCD.",
                            .message_flag = 'w',
-                           .message_help = "string to write"};
+                           .message_help = "string to write",
+                           .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

@@ -61,14 +61,16 @@ static void run(const Args &args)
         step(4, "(demonstration) post NO receive: the WRITE with immediate will find nothing to consume");
     }
 
-    step(5, "wait for the requester, move the QP to RTR and RTS, export the buffer");
+    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
+                        : "wait for the requester, move the QP to RTR and RTS, export the buffer");
     ResourceDescriptor mmap{};
     mmap.kind = ResourceKind::mmap;
     mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
     mmap.length = static_cast<std::uint32_t>(buf.size());
     mmap.rkey = mr->rkey;
     mmap.access = access;
-    accept_requester(args, dev, qp.get(), "the requester (rdma_write_immediate_requester)", 0, &mmap);
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_write_immediate_requester)",
+                                  0, &mmap);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     //! [poll_imm]
@@ -89,13 +91,19 @@ static void run(const Args &args)
                     "is the peer rdma_write_immediate_requester?");
     result("Responder memory now holds: \"%.*s\" (%u bytes, immediate 0x%x)", static_cast<int>(wc.byte_len), buf.data(),
            wc.byte_len, ntohl(wc.imm_data));
+
+    if (args.use_cm) {
+        step(7, "disconnect from the requester (RDMA CM)");
+        cm_disconnect(x.cm, args.timeout_s);
+    }
 }
 
 int main(int argc, char **argv)
 {
     ProgramSpec spec{.name = "rdma_write_immediate_responder",
                      .role = "responder",
-                     .summary = "RDMA WRITE with immediate, responder side: export a buffer, get a completion for the write."};
+                     .summary = "RDMA WRITE with immediate, responder side: export a buffer, get a completion for the write.",
+                     .rdma_cm = true};
     spec.extra.push_back({"no-prepost-receive", "", "demonstration: post no receive, so the requester fails with RNR retry exceeded",
                           "", [](const std::string &) { prepost = false; }});
     return run_sample(spec, argc, argv, run);

@@ -189,6 +189,15 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
         throw UsageError("-nc " + std::to_string(a.num_connections) +
                          ": an RDMA CM client makes one connection; start one client per connection "
                          "(the server, without -sa, takes -nc N)");
+    if (spec.rdma_cm && !spec.multi_conn && a.use_cm) {
+        // A pair's roles are fixed: the requester (or sender) connects, the responder (or receiver) listens.
+        const bool client = spec.role == "requester" || spec.role == "sender";
+        if (client && !a.server_addr)
+            throw UsageError("-cm: the " + spec.role + " connects to the other side; give its address with -sa ADDR");
+        if (!client && a.server_addr)
+            throw UsageError("-cm: the " + spec.role + " listens and takes no -sa; give -sa " + *a.server_addr +
+                             " to the side that connects");
+    }
     if (!a.use_cm && a.local_descriptor_path == a.remote_descriptor_path)
         throw UsageError("-ld and -re name the same file \"" + a.local_descriptor_path +
                          "\"; this side would read its own descriptor");

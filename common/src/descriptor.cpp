@@ -27,14 +27,14 @@ namespace {
 constexpr const char *connection_header = "# rdma-samples connection descriptor";
 constexpr const char *resource_header = "# rdma-samples resource descriptor";
 
+const char *kind_name(ResourceKind k) { return k == ResourceKind::mmap ? "mmap" : "sync_event"; }
+
 std::string hex(std::uint64_t v, int width)
 {
     char b[32];
     std::snprintf(b, sizeof b, "0x%0*llx", width, static_cast<unsigned long long>(v));
     return b;
 }
-
-const char *kind_name(ResourceKind k) { return k == ResourceKind::mmap ? "mmap" : "sync_event"; }
 
 /** The key=value lines of a descriptor, with the line number of each, and strict value readers. */
 class Fields {
@@ -215,6 +215,8 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
     d.mtu = static_cast<int>(mtu);
     return d;
 }
+
+const char *resource_kind_name(ResourceKind k) { return kind_name(k); }
 
 ResourceDescriptor parse_resource_descriptor(const std::string &text, const std::string &source, ResourceKind kind)
 {

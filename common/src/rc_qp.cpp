@@ -166,9 +166,23 @@ void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s)
 
 namespace rdma_samples {
 
-Exchange connect_requester(const Args &args, const Device &dev, ibv_qp *qp, const std::string &peer, int max_rd_atomic)
+Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, ibv_cq *cq,
+                           const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
 {
     Exchange x;
+    if (args.use_cm) {
+        qp_to_init(qp, dev, 0);
+        // The responder SENDs its descriptor the moment it accepts: our receive must already be there.
+        std::optional<DescriptorReceive> text;
+        if (resource)
+            text.emplace(pd, qp);
+        x.cm = cm_connect(args, dev, qp, max_rd_atomic);
+        if (text) {
+            x.resource = parse_resource_descriptor(text->wait(cq, args.timeout_s), peer + "'s SEND", *resource);
+            info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
+        }
+        return x;
+    }
     const std::uint32_t psn = random_psn();
     x.local = describe_qp(qp, dev, psn, new_nonce());
     write_descriptor_file(args.local_descriptor_path, format_descriptor(x.local));
@@ -179,13 +193,28 @@ Exchange connect_requester(const Args &args, const Device &dev, ibv_qp *qp, cons
     qp_to_init(qp, dev, 0);
     qp_to_rtr(qp, dev, x.remote);
     qp_to_rts(qp, psn, max_rd_atomic);
+    if (resource)
+        x.resource = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, x.local.nonce},
+                                                  *resource);
     return x;
 }
 
-Exchange accept_requester(const Args &args, const Device &dev, ibv_qp *qp, const std::string &peer, int max_dest_rd_atomic,
-                          ResourceDescriptor *resource)
+Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, ibv_cq *cq,
+                          const std::string &peer, int max_dest_rd_atomic, ResourceDescriptor *resource)
 {
     Exchange x;
+    if (args.use_cm) {
+        x.cm = cm_accept(args, dev, qp, max_dest_rd_atomic);
+        if (resource) {
+            resource->nonce = new_nonce();
+            // The requester posted its receive for this before it connected: the SEND finds it.
+            send_descriptor(pd, qp, cq, format_descriptor(*resource), args.timeout_s);
+            info("sent our %s descriptor in-band: addr 0x%llx, length %u, rkey 0x%x, access %s",
+                 resource_kind_name(resource->kind), static_cast<unsigned long long>(resource->addr), resource->length,
+                 resource->rkey, access_to_string(resource->access).c_str());
+        }
+        return x;
+    }
     x.remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, {}});
     info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", x.remote.qp_num, x.remote.psn, gid_to_string(x.remote.gid).c_str());
     const std::uint32_t psn = random_psn();

@@ -115,3 +115,22 @@ programs() {
     run -2 --separate-stderr "$(prog rdma_multi_conn_send)" -cm -sa 10.0.0.1 -nc 4
     assert_equal "$stderr" 'rdma_multi_conn_send: -nc 4: an RDMA CM client makes one connection; start one client per connection (the server, without -sa, takes -nc N)'
 }
+
+@test "-cm on a pair: the requester needs -sa, the responder refuses it (usage errors, before any device is opened)" {
+    run -2 --separate-stderr "$(prog rdma_read_requester)" -cm
+    assert_equal "$stderr" 'rdma_read_requester: -cm: the requester connects to the other side; give its address with -sa ADDR'
+    run -2 --separate-stderr "$(prog rdma_receive)" -cm -sa 10.0.0.1
+    assert_equal "$stderr" 'rdma_receive: -cm: the receiver listens and takes no -sa; give -sa 10.0.0.1 to the side that connects'
+}
+
+@test "every pair takes -cm, -lp, -sa and -sat (--help lists them)" {
+    local p
+    for p in rdma_write_requester rdma_write_responder rdma_read_requester rdma_read_responder \
+        rdma_write_immediate_requester rdma_write_immediate_responder rdma_send rdma_receive \
+        rdma_send_immediate rdma_receive_immediate rdma_atomic_requester rdma_atomic_responder \
+        rdma_sync_event_requester rdma_sync_event_responder; do
+        run -0 "$(prog "$p")" --help
+        assert_line --partial "-cm, --use-rdma-cm"
+        assert_line --partial "-sa, --server-addr"
+    done
+}

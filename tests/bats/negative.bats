@@ -13,10 +13,7 @@ setup() {
     # Stand between the two: take the responder's mmap descriptor, spoil its rkey, hand it on.
     local T=$BATS_TEST_TMPDIR
     start_peer responder "$RESPONDER" -ld "$T/responder.desc" -re "$T/requester.desc" -m "$T/real.mmap" -t 15
-    (
-        for _ in $(seq 300); do [ -f "$T/real.mmap" ] && break; sleep 0.05; done
-        sed 's/^rkey=.*/rkey=0x00badbad/' "$T/real.mmap" >"$T/spoiled.tmp" && mv "$T/spoiled.tmp" "$T/resource.desc"
-    ) 3>&- &
+    spoil_in_flight "$T/real.mmap" "$T/resource.desc" 's/^rkey=.*/rkey=0x00badbad/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" -ld "$T/requester.desc" -re "$T/responder.desc" -m "$T/resource.desc" -t 15
     wait_peer responder
     assert_line --partial "rkey 0xbadbad"

@@ -98,12 +98,8 @@ setup() {
 @test "atomic: an unaligned remote address is refused before posting" {
     local T=$BATS_TEST_TMPDIR
     start_peer responder "$RESPONDER" -ld "$T/responder.desc" -re "$T/requester.desc" -m "$T/real.desc" -t 8
-    (
-        for _ in $(seq 300); do [ -f "$T/real.desc" ] && break; sleep 0.05; done
-        # The counter is page-aligned, so its address ends in 0: make it end in 4.
-        sed 's/^\(addr=0x.*\)0$/\14/' "$T/real.desc" >"$T/spoiled.tmp" &&
-            mv "$T/spoiled.tmp" "$T/resource.desc"
-    ) 3>&- &
+    # The counter is page-aligned, so its address ends in 0: make it end in 4.
+    spoil_in_flight "$T/real.desc" "$T/resource.desc" 's/^\(addr=0x.*\)0$/\14/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" -ld "$T/requester.desc" -re "$T/responder.desc" -m "$T/resource.desc" -t 20
     wait_peer responder
     assert_regex "$stderr" "requester: step 5 failed: remote address 0x[0-9a-f]*4 is not 8-byte aligned; nothing was posted"

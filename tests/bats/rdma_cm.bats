@@ -41,3 +41,102 @@ cm_pair() {
     assert_line --index -1 "Sample finished successfully"
     [ ! -e none.desc ] && [ ! -e none.mmap ] && [ ! -e none2.desc ]
 }
+
+@test "rdma_read -cm: the requester reads the responder's string; the mmap descriptor arrives in-band" {
+    mkdir "$BATS_TEST_TMPDIR/cwd" && cd "$BATS_TEST_TMPDIR/cwd" # stays empty: -cm writes no file
+    cm_pair "$(prog rdma_read_responder)" -cm -lp "$PORT" -t 30 -r "read over RDMA CM" -- \
+        "$(prog rdma_read_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30
+    assert_success
+    assert_line --partial "received the mmap descriptor of the responder (rdma_read_responder), in-band"
+    assert_line --regexp 'responder exports addr 0x[0-9a-f]+, length 256, rkey 0x[0-9a-f]+, access local_write[|]remote_read$'
+    assert_line 'Read from responder: "read over RDMA CM"'
+    assert_line --partial "step 9: disconnect"
+    assert_line --index -1 "Sample finished successfully"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line --partial "sent our mmap descriptor in-band"
+    assert_line 'Responder memory still holds: "read over RDMA CM"'
+    assert_line --partial "step 7: disconnect"
+    assert_line --index -1 "Sample finished successfully"
+    [ -z "$(ls -A)" ]
+}
+
+@test "rdma_write_immediate -cm: the write lands and the immediate completes the responder's receive" {
+    mkdir "$BATS_TEST_TMPDIR/cwd" && cd "$BATS_TEST_TMPDIR/cwd" # stays empty: -cm writes no file
+    cm_pair "$(prog rdma_write_immediate_responder)" -cm -lp "$PORT" -t 30 -- \
+        "$(prog rdma_write_immediate_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 -w "immediate over CM"
+    assert_success
+    assert_line 'Requester has written: "immediate over CM" with immediate 0xabcd'
+    assert_line --partial "step 7: disconnect"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Responder memory now holds: "immediate over CM" (17 bytes, immediate 0xabcd)'
+    assert_line --index -1 "Sample finished successfully"
+    [ -z "$(ls -A)" ]
+}
+
+@test "rdma_send_receive -cm: no descriptor at all, the connection alone carries the message" {
+    mkdir "$BATS_TEST_TMPDIR/cwd" && cd "$BATS_TEST_TMPDIR/cwd" # stays empty: -cm writes no file
+    cm_pair "$(prog rdma_receive)" -cm -lp "$PORT" -t 30 -- \
+        "$(prog rdma_send)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 -s "sent over RDMA CM"
+    assert_success
+    assert_line --partial "step 4: connect to the receiver with RDMA CM"
+    assert_line 'Sender has sent: "sent over RDMA CM"'
+    assert_line --partial "step 7: disconnect"
+    refute_line --partial "in-band"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Got from sender: "sent over RDMA CM"'
+    assert_line --index -1 "Sample finished successfully"
+    [ -z "$(ls -A)" ]
+}
+
+@test "rdma_send_receive_immediate -cm: message and immediate arrive, the CM's REP replaced the receiver's file" {
+    mkdir "$BATS_TEST_TMPDIR/cwd" && cd "$BATS_TEST_TMPDIR/cwd" # stays empty: -cm writes no file
+    cm_pair "$(prog rdma_receive_immediate)" -cm -lp "$PORT" -t 30 -- \
+        "$(prog rdma_send_immediate)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 -s "imm over RDMA CM"
+    assert_success
+    assert_line --partial "step 5: the QP is at RTS: the CM moved it"
+    assert_line "RDMA send with immediate task was done successfully"
+    assert_line --partial "step 8: disconnect"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line --partial "step 6: nothing to write: the CM's answer to the sender"
+    assert_line 'Got from sender: "imm over RDMA CM" with immediate: 0xabcd'
+    assert_line --partial "step 9: disconnect"
+    [ -z "$(ls -A)" ]
+}
+
+@test "rdma_atomic -cm: fetch-and-add and compare-and-swap on a counter whose descriptor came in-band" {
+    mkdir "$BATS_TEST_TMPDIR/cwd" && cd "$BATS_TEST_TMPDIR/cwd" # stays empty: -cm writes no file
+    cm_pair "$(prog rdma_atomic_responder)" -cm -lp "$PORT" -t 30 --initial 40 -- \
+        "$(prog rdma_atomic_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 --add 2 --swap 7
+    assert_success
+    assert_line "Fetch-and-add: old value 40, new value 42"
+    assert_line --partial "step 9: disconnect"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line --regexp '^Final counter value: 7 '
+    assert_line --partial "step 7: disconnect"
+    [ -z "$(ls -A)" ]
+}
+
+@test "rdma_sync_event -cm: set, get and the completion value over a connection made by RDMA CM" {
+    mkdir "$BATS_TEST_TMPDIR/cwd" && cd "$BATS_TEST_TMPDIR/cwd" # stays empty: -cm writes no file
+    cm_pair "$(prog rdma_sync_event_responder)" -cm -lp "$PORT" -t 30 -- \
+        "$(prog rdma_sync_event_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30
+    assert_success
+    assert_line --partial "received the sync_event descriptor of the responder (rdma_sync_event_responder), in-band"
+    assert_line "Received sync event value 0xd0cb"
+    assert_line "Remote sync event has been notified for completion successfully"
+    assert_line --partial "step 9: disconnect"
+    assert_line --index -1 "Sample finished successfully"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line --partial "sent our sync_event descriptor in-band"
+    assert_line "Sync event value 0xd0ca received"
+    assert_line "Sync event completion value 0xffffffffffffffff received"
+    assert_line --partial "step 10: disconnect"
+    assert_line --index -1 "Sample finished successfully"
+    [ -z "$(ls -A)" ]
+}

@@ -60,10 +60,7 @@ Sync event completion value 0xffffffffffffffff received"
 @test "sync_event: a descriptor with the wrong length is refused before posting" {
     local T=$BATS_TEST_TMPDIR
     start_peer responder "$RESPONDER" -ld "$T/responder.desc" -re "$T/requester.desc" -m "$T/real.desc" -t 8
-    (
-        for _ in $(seq 300); do [ -f "$T/real.desc" ] && break; sleep 0.05; done
-        sed 's/^length=.*/length=16/' "$T/real.desc" >"$T/spoiled.tmp" && mv "$T/spoiled.tmp" "$T/resource.desc"
-    ) 3>&- &
+    spoil_in_flight "$T/real.desc" "$T/resource.desc" 's/^length=.*/length=16/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" $(requester_paths) -t 20
     wait_peer responder
     assert_regex "$stderr" "requester: step 4 failed: the sync-event descriptor says 16 bytes; a sync event is one 8-byte word; nothing was posted"
@@ -73,10 +70,7 @@ Sync event completion value 0xffffffffffffffff received"
 @test "sync_event: an unaligned event address is refused before posting" {
     local T=$BATS_TEST_TMPDIR
     start_peer responder "$RESPONDER" -ld "$T/responder.desc" -re "$T/requester.desc" -m "$T/real.desc" -t 8
-    (
-        for _ in $(seq 300); do [ -f "$T/real.desc" ] && break; sleep 0.05; done
-        sed 's/^\(addr=0x.*\)0$/\14/' "$T/real.desc" >"$T/spoiled.tmp" && mv "$T/spoiled.tmp" "$T/resource.desc"
-    ) 3>&- &
+    spoil_in_flight "$T/real.desc" "$T/resource.desc" 's/^\(addr=0x.*\)0$/\14/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" $(requester_paths) -t 20
     wait_peer responder
     assert_regex "$stderr" "requester: step 4 failed: the sync event's address is not 8-byte aligned; nothing was posted"
@@ -85,10 +79,7 @@ Sync event completion value 0xffffffffffffffff received"
 @test "sync_event: a mmap descriptor given where a sync event is expected is rejected" {
     local T=$BATS_TEST_TMPDIR
     start_peer responder "$RESPONDER" -ld "$T/responder.desc" -re "$T/requester.desc" -m "$T/real.desc" -t 8
-    (
-        for _ in $(seq 300); do [ -f "$T/real.desc" ] && break; sleep 0.05; done
-        sed 's/^kind=.*/kind=mmap/' "$T/real.desc" >"$T/spoiled.tmp" && mv "$T/spoiled.tmp" "$T/resource.desc"
-    ) 3>&- &
+    spoil_in_flight "$T/real.desc" "$T/resource.desc" 's/^kind=.*/kind=mmap/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" $(requester_paths) -t 20
     wait_peer responder
     assert_regex "$stderr" "resource.desc line 3: kind: expected sync_event, got \"mmap\""

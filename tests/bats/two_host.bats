@@ -96,6 +96,48 @@ setup() {
     [ -z "$(ls -A "$SHARE")" ]
 }
 
+@test "two hosts: every other pair with RDMA CM, one after the other (a port each), no files" {
+    # Host A runs the six listening sides in turn; host B the six connecting sides. A client that
+    # arrives before its server listens is refused and tries again (bounded by -t), so the two
+    # sequences need no other synchronisation.
+    on_host_a bash -ec '
+        "$1" -cm -lp 13581 -t 60 -r "read by RDMA CM"
+        "$2" -cm -lp 13582 -t 60
+        "$3" -cm -lp 13583 -t 60
+        "$4" -cm -lp 13584 -t 60
+        "$5" -cm -lp 13585 -t 60 --initial 40
+        "$6" -cm -lp 13586 -t 60' _ "$(prog rdma_read_responder)" "$(prog rdma_write_immediate_responder)" \
+        "$(prog rdma_receive)" "$(prog rdma_receive_immediate)" "$(prog rdma_atomic_responder)" \
+        "$(prog rdma_sync_event_responder)"
+    on_host_b bash -ec '
+        "$1" -cm -sa 10.77.0.1 -lp 13581 -t 60
+        "$2" -cm -sa 10.77.0.1 -lp 13582 -t 60 -w "immediate by RDMA CM"
+        "$3" -cm -sa 10.77.0.1 -lp 13583 -t 60 -s "sent by RDMA CM"
+        "$4" -cm -sa 10.77.0.1 -lp 13584 -t 60 -s "imm by RDMA CM"
+        "$5" -cm -sa 10.77.0.1 -lp 13585 -t 60 --add 2 --swap 7
+        "$6" -cm -sa 10.77.0.1 -lp 13586 -t 60' _ "$(prog rdma_read_requester)" "$(prog rdma_write_immediate_requester)" \
+        "$(prog rdma_send)" "$(prog rdma_send_immediate)" "$(prog rdma_atomic_requester)" \
+        "$(prog rdma_sync_event_requester)"
+    assert_success
+    assert_line 'Read from responder: "read by RDMA CM"'
+    assert_line 'Requester has written: "immediate by RDMA CM" with immediate 0xabcd'
+    assert_line 'Sender has sent: "sent by RDMA CM"'
+    assert_line "RDMA send with immediate task was done successfully"
+    assert_line "Fetch-and-add: old value 40, new value 42"
+    assert_line "Remote sync event has been notified for completion successfully"
+    assert_equal "$(grep -c '^Sample finished successfully$' <<<"$output")" 6
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line 'Responder memory now holds: "immediate by RDMA CM" (20 bytes, immediate 0xabcd)'
+    assert_line 'Got from sender: "sent by RDMA CM"'
+    assert_line 'Got from sender: "imm by RDMA CM" with immediate: 0xabcd'
+    assert_line --regexp '^Final counter value: 7 '
+    assert_line "Sync event completion value 0xffffffffffffffff received"
+    assert_equal "$(grep -c '^Sample finished successfully$' <<<"$peer_output")" 6
+    assert_equal "$(grep -c 'connection established from 10.77.0.2' <<<"$peer_output")" 6
+    [ -z "$(ls -A "$SHARE")" ]
+}
+
 @test "two hosts: rdma_multi_conn, an RDMA CM server on host A takes 4 clients from host B" {
     on_host_a "$(prog rdma_multi_conn_receive)" -cm -nc 4 -t 60
     on_host_b bash -c '
@@ -112,4 +154,43 @@ setup() {
         assert_line --regexp "^Got from sender: \"from host B, client $i\", connection [0-3]$"
     done
     assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 4
+}
+
+@test "two hosts: rdma_multi_conn with descriptor files, N = 1, 4 and 16, receiver on host A" {
+    # One process per side and per N; the numbered files of each run cross through the shared folder.
+    on_host_a bash -ec 'for n in 1 4 16; do "$1" -nc $n -ld "$2/recv$n.desc" -re "$2/send$n.desc" -t 60; done' \
+        _ "$(prog rdma_multi_conn_receive)" "$SHARE"
+    on_host_b bash -ec 'for n in 1 4 16; do "$1" -nc $n -ld "$2/send$n.desc" -re "$2/recv$n.desc" -t 60 -s "N=$n"; done' \
+        _ "$(prog rdma_multi_conn_send)" "$SHARE"
+    assert_success
+    assert_equal "$peer_status" 0
+    local n
+    for n in 1 4 16; do
+        assert_equal "$(grep -c "^Sender has sent: \"N=$n\", connection" <<<"$output")" "$n"
+        assert_equal "$(grep -c "^Got from sender: \"N=$n\", connection" <<<"$peer_output")" "$n"
+    done
+    grep -qxF 'Got from sender: "N=16", connection 15' <<<"$peer_output"
+    grep -qF "$SHARE/send16.desc-0015" <<<"$peer_output" # the numbered files crossed...
+    [ -z "$(ls -A "$SHARE")" ]                            # ...and each was consumed by its reader
+}
+
+@test "two hosts: rdma_multi_conn with RDMA CM, a server on host A for 1 and then 16 client processes on host B" {
+    on_host_a bash -ec '"$1" -cm -nc 1 -lp 13591 -t 60; "$1" -cm -nc 16 -lp 13592 -t 60' _ "$(prog rdma_multi_conn_receive)"
+    on_host_b bash -c '
+        "$1" -cm -sa 10.77.0.1 -lp 13591 -t 60 -s "the only client" || exit 1
+        pids=()
+        for i in $(seq 0 15); do "$1" -cm -sa 10.77.0.1 -lp 13592 -t 60 -s "client $i of 16" & pids+=($!); done
+        status=0
+        for p in "${pids[@]}"; do wait "$p" || status=1; done
+        exit $status' _ "$(prog rdma_multi_conn_send)"
+    assert_success
+    assert_equal "$peer_status" 0
+    assert_equal "$(grep -c '^Sample finished successfully$' <<<"$output")" 17
+    run echo "$peer_output"
+    assert_line 'Got from sender: "the only client", connection 0'
+    local i
+    for i in $(seq 0 15); do
+        assert_line --regexp "^Got from sender: \"client $i of 16\", connection ([0-9]|1[0-5])$"
+    done
+    assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 17
 }

@@ -141,7 +141,26 @@ TEST(Args, BadInputIsAUsageError)
 TEST(Args, CmFlagsOnlyWhereSupported)
 {
     EXPECT_THROW(parse(spec_with('w', false), {"-cm"}), UsageError);
-    EXPECT_TRUE(parse(spec_with('w', true), {"-cm"}).use_cm);
+    EXPECT_TRUE(parse(spec_with('w', true), {"-cm", "-sa", "10.0.0.1"}).use_cm);
+}
+
+TEST(Args, CmRolesOfAPairAreFixed)
+{
+    // The requester (or sender) connects: -cm needs -sa.
+    EXPECT_THROW(parse(spec_with('w', true), {"-cm"}), UsageError);
+    // The responder (or receiver) listens: -sa is refused, and the message says where it belongs.
+    ProgramSpec responder = spec_with(0, true);
+    responder.role = "responder";
+    EXPECT_TRUE(parse(responder, {"-cm"}).use_cm);
+    try {
+        parse(responder, {"-cm", "-sa", "10.0.0.1"});
+        FAIL() << "-sa on a responder was accepted";
+    } catch (const UsageError &e) {
+        EXPECT_STREQ(e.what(), "-cm: the responder listens and takes no -sa; give -sa 10.0.0.1 to the side that connects");
+    }
+    // rdma_multi_conn has no fixed roles: -sa makes a client, no -sa a server.
+    EXPECT_TRUE(parse(spec_with('s', true, true), {"-cm"}).use_cm);
+    EXPECT_TRUE(parse(spec_with('s', true, true), {"-cm", "-sa", "10.0.0.1"}).server_addr.has_value());
 }
 
 TEST(Args, ErrorMessageNamesFlagAndRange)

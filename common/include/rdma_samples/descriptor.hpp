@@ -89,6 +89,13 @@ std::string format_descriptor(const ResourceDescriptor &d);
 ConnectionDescriptor parse_connection_descriptor(const std::string &text, const std::string &source);
 
 /**
+ * @brief A kind as its descriptor names it: "mmap" or "sync_event".
+ * @param k the kind
+ * @return its name
+ */
+const char *resource_kind_name(ResourceKind k);
+
+/**
  * @brief Parse a resource descriptor of kind @p kind.
  * @param text   the file's contents
  * @param source the file name, for messages

@@ -121,3 +121,14 @@ wait_listening() {
     done
     return 1
 }
+
+# spoil_in_flight FROM TO SED_EXPR: stand between the two sides, in the background. Wait for the
+# descriptor the responder writes to FROM, rewrite it with `sed SED_EXPR`, and hand it on as TO (the
+# path the requester reads), atomically, as a copy between machines would.
+spoil_in_flight() {
+    local from=$1 to=$2 expr=$3
+    (
+        for _ in $(seq 300); do [ -f "$from" ] && break; sleep 0.05; done
+        sed "$expr" "$from" >"$to.tmp" && mv "$to.tmp" "$to"
+    ) 3>&- &
+}
