@@ -27,8 +27,6 @@ namespace {
 constexpr const char *connection_header = "# rdma-samples connection descriptor";
 constexpr const char *resource_header = "# rdma-samples resource descriptor";
 
-const char *kind_name(ResourceKind k) { return k == ResourceKind::mmap ? "mmap" : "sync_event"; }
-
 std::string hex(std::uint64_t v, int width)
 {
     char b[32];
@@ -158,6 +156,8 @@ std::uint64_t new_nonce()
     return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
 
+const char *resource_kind_name(ResourceKind k) { return k == ResourceKind::mmap ? "mmap" : "sync_event"; }
+
 std::string format_descriptor(const ConnectionDescriptor &d)
 {
     std::ostringstream o;
@@ -180,7 +180,7 @@ std::string format_descriptor(const ResourceDescriptor &d)
     std::ostringstream o;
     o << resource_header << "\n"
       << "version=1\n"
-      << "kind=" << kind_name(d.kind) << "\n"
+      << "kind=" << resource_kind_name(d.kind) << "\n"
       << "nonce=" << hex(d.nonce, 16) << "\n";
     if (d.peer_nonce)
         o << "peer_nonce=" << hex(*d.peer_nonce, 16) << "\n";
@@ -216,14 +216,12 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
     return d;
 }
 
-const char *resource_kind_name(ResourceKind k) { return kind_name(k); }
-
 ResourceDescriptor parse_resource_descriptor(const std::string &text, const std::string &source, ResourceKind kind)
 {
     Fields f(text, source);
     f.expect_header("version", "1");
-    if (f.text("kind") != kind_name(kind))
-        f.fail(f.line("kind"), std::string("kind: expected ") + kind_name(kind) + ", got \"" + f.text("kind") + "\"");
+    if (f.text("kind") != resource_kind_name(kind))
+        f.fail(f.line("kind"), std::string("kind: expected ") + resource_kind_name(kind) + ", got \"" + f.text("kind") + "\"");
     f.only({"version", "kind", "nonce", "peer_nonce", "addr", "length", "rkey", "access"});
     ResourceDescriptor d;
     d.kind = kind;
