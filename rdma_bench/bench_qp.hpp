@@ -1,0 +1,79 @@
+/**
+ * @file bench_qp.hpp
+ * @brief The queue pair of rdma_bench: its depth, selective signaling and inline size are knobs.
+ *
+ * rdma_write/requester.cpp explains every field of ibv_qp_init_attr; here only three change, and they
+ * are the ones that matter for speed.
+ */
+#pragma once
+
+#include "options.hpp"
+
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/verbs.hpp>
+
+#include <cerrno>
+
+namespace rdma_bench {
+
+namespace detail {
+inline ibv_qp *try_create_qp(ibv_pd *pd, ibv_cq *cq, const Options &o, std::uint32_t inline_size)
+{
+    //! [create_qp]
+    ibv_qp_init_attr init{};
+    init.send_cq = cq;
+    init.recv_cq = cq;
+    init.qp_type = IBV_QPT_RC;
+    // Selective signaling: with sq_sig_all = 0 a send asks for a completion only when it carries
+    // IBV_SEND_SIGNALED (every --cq-mod-th). Fewer completions: fewer CQ entries written by the device,
+    // fewer polled by us.
+    init.sq_sig_all = 0;
+    // Queue depth: how many send work requests may be outstanding at once (--tx-depth). One at a time,
+    // the wire idles while each request's acknowledgement travels back; a deep queue keeps it busy.
+    init.cap.max_send_wr = o.tx_depth;
+    init.cap.max_recv_wr = o.rx_depth + 2; // + the descriptor and the goodbye
+    init.cap.max_send_sge = 1;
+    init.cap.max_recv_sge = 1;
+    // Inline data: a send of at most max_inline_data bytes may carry IBV_SEND_INLINE; the CPU then
+    // copies the bytes into the work request itself, and the device need not fetch them from memory
+    // with a second DMA read. It saves a round trip over PCIe for small messages; the limit is the
+    // device's, and asking for more makes ibv_create_qp() fail.
+    init.cap.max_inline_data = inline_size;
+    return ibv_create_qp(pd, &init);
+    //! [create_qp]
+}
+} // namespace detail
+
+/**
+ * @brief ibv_create_qp() with the knobs; a --inline-size above the device's limit is a KnobError that
+ * names the limit (found by trying smaller sizes).
+ * @param pd,cq the protection domain and the completion queue for both directions
+ * @param o     the knobs
+ * @return the QP, in RESET
+ */
+inline rdma_samples::QpPtr create_bench_qp(ibv_pd *pd, ibv_cq *cq, const Options &o)
+{
+    const auto want = static_cast<std::uint32_t>(o.inline_size);
+    if (ibv_qp *qp = detail::try_create_qp(pd, cq, o, want))
+        return rdma_samples::QpPtr(qp);
+    const int err = errno;
+    std::uint32_t lo = 0, hi = want; // lo works (if anything does), hi does not
+    if (want == 0)
+        rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(o.tx_depth) + ")", err);
+    if (ibv_qp *qp = detail::try_create_qp(pd, cq, o, 0))
+        ibv_destroy_qp(qp);
+    else
+        rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(o.tx_depth) + ")", err);
+    while (hi - lo > 1) {
+        const std::uint32_t mid = lo + (hi - lo) / 2;
+        ibv_qp *qp = detail::try_create_qp(pd, cq, o, mid);
+        (qp != nullptr ? lo : hi) = mid;
+        if (qp != nullptr)
+            ibv_destroy_qp(qp);
+    }
+    throw KnobError("--inline-size " + std::to_string(want) + ": above the device's limit of " + std::to_string(lo) +
+                        " bytes inline (ibv_create_qp refused max_inline_data " + std::to_string(want) + ")",
+                    "give --inline-size " + std::to_string(lo) + " or less");
+}
+
+} // namespace rdma_bench

@@ -1,0 +1,169 @@
+/**
+ * @file completions.hpp
+ * @brief How rdma_bench waits: busy polling or a completion channel, batch polling, and the send
+ * queue's bookkeeping under selective signaling. Both sides use these; the chapter quotes them.
+ */
+#pragma once
+
+#include "stats.hpp"
+
+#include <rdma_samples/check.hpp>
+
+#include <poll.h>
+#include <sched.h>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rdma_bench {
+
+/** @brief Takes completions from one CQ, busy polling or sleeping on a channel; every wait ends by -t. */
+class CompletionWaiter {
+public:
+    /**
+     * @param cq        the completion queue
+     * @param channel   its completion channel (--events), or nullptr to busy poll
+     * @param batch     completions taken per ibv_poll_cq() call (--poll-batch)
+     * @param timeout_s how long one wait may last (-t)
+     */
+    CompletionWaiter(ibv_cq *cq, ibv_comp_channel *channel, std::uint32_t batch, int timeout_s)
+        : cq_(cq), channel_(channel), wc_(batch), timeout_s_(timeout_s)
+    {
+    }
+
+    /** @brief Wait for at least one completion. @param what what is awaited, for the timeout message
+     *  @return how many were taken (1..batch), in wc() */
+    int wait(const char *what)
+    {
+        const std::int64_t deadline = now_ns() + static_cast<std::int64_t>(timeout_s_) * 1'000'000'000;
+        for (std::uint64_t empty = 1;; ++empty) {
+            //! [batch_poll]
+            // Batch polling: one call takes up to wc_.size() completions. Each ibv_poll_cq() locks the
+            // CQ and reads its ring; taking 16 at once pays that once for 16 work requests.
+            int n = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
+            //! [batch_poll]
+            if (n > 0)
+                return n;
+            if (channel_ == nullptr) {
+                //! [busy_poll]
+                // Busy polling: ask again at once. The answer comes as soon as it exists, at the price of
+                // a CPU spinning at 100%. Every 1024 empty polls look at the clock (-t bounds the wait)
+                // and yield, so a peer that shares our CPU can still run.
+                if (empty % 1024 == 0) {
+                    if (now_ns() > deadline)
+                        timeout(what);
+                    sched_yield();
+                }
+                //! [busy_poll]
+                continue;
+            }
+            //! [event_wait]
+            // Completion channel: ask the CQ to raise an event for its NEXT completion, then sleep on
+            // the channel's file descriptor. The race: a completion that arrived after our empty poll
+            // but before ibv_req_notify_cq() raises no event, and we would sleep through it. So poll
+            // once more AFTER arming; only if that is empty too is sleeping safe.
+            rdma_samples::check_rc(ibv_req_notify_cq(cq_, 0), "ibv_req_notify_cq");
+            n = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
+            if (n > 0)
+                return n; // (the armed event fires later; the next wait consumes it)
+            pollfd pfd{channel_->fd, POLLIN, 0};
+            const std::int64_t left_ms = (deadline - now_ns()) / 1'000'000;
+            if (left_ms <= 0 || poll(&pfd, 1, static_cast<int>(left_ms)) <= 0)
+                timeout(what);
+            ibv_cq *ev_cq = nullptr;
+            void *ev_ctx = nullptr;
+            rdma_samples::check_rc(ibv_get_cq_event(channel_, &ev_cq, &ev_ctx), "ibv_get_cq_event");
+            ibv_ack_cq_events(ev_cq, 1); // every event must be acknowledged before the CQ is destroyed
+            //! [event_wait]
+        }
+    }
+
+    /** @brief The bound of one wait. @return -t, in seconds */
+    int timeout_s() const { return timeout_s_; }
+
+    /** @brief A completion taken by the last wait(). @param i 0..n-1 @return it */
+    const ibv_wc &wc(int i) const { return wc_[static_cast<std::size_t>(i)]; }
+
+private:
+    [[noreturn]] void timeout(const char *what) const
+    {
+        throw rdma_samples::Error("timed out after " + std::to_string(timeout_s_) + " s waiting for " + what,
+                                  "the peer may be gone, stopped, or started with other --op/--mode/--size/--iters; "
+                                  "check its output, or raise -t");
+    }
+    ibv_cq *cq_;
+    ibv_comp_channel *channel_;
+    std::vector<ibv_wc> wc_;
+    int timeout_s_;
+};
+
+//! [send_queue]
+/**
+ * @brief The send queue's bookkeeping under selective signaling.
+ *
+ * A send work request holds its slot in the send queue until a completion for it, or for a LATER
+ * request, is polled. With --cq-mod N only every N-th request asks for a completion
+ * (IBV_SEND_SIGNALED); when one arrives, it frees its own slot and those of the unsignaled requests
+ * before it (completions of one QP come in order). So wr_id carries the request's running number, and
+ * a completion with wr_id k says: requests 0..k are done. At least one request in every max_send_wr
+ * must be signaled, or the queue fills with requests nothing will ever free.
+ */
+struct SendQueue {
+    std::uint64_t posted = 0; ///< requests posted so far
+    std::uint64_t done = 0;   ///< requests known complete
+    std::uint32_t depth;      ///< max_send_wr (--tx-depth)
+    std::uint32_t cq_mod;     ///< signal every cq_mod-th request (--cq-mod)
+    /** @brief Free slots. @return depth - in flight */
+    std::uint32_t room() const { return depth - static_cast<std::uint32_t>(posted - done); }
+    /** @brief Whether request number @p i (counted from @p first, the phase's first) is signaled.
+     *  @param i the request's number @param first the phase's first number @param last the phase's last
+     *  @return true for every cq_mod-th and for the last */
+    bool signaled(std::uint64_t i, std::uint64_t first, std::uint64_t last) const
+    {
+        return (i - first + 1) % cq_mod == 0 || i == last;
+    }
+    /** @brief A signaled completion arrived. @param wc it (wr_id = the request's number) */
+    void completed(const ibv_wc &wc) { done = wc.wr_id + 1; }
+};
+//! [send_queue]
+
+/**
+ * @brief Post @p n receives for messages of up to @p len bytes at @p addr, chained, with one call.
+ * @param qp the QP @param n how many @param addr,len,lkey where the messages land (all in one place)
+ */
+inline void post_receives(ibv_qp *qp, std::uint32_t n, std::uint64_t addr, std::uint32_t len, std::uint32_t lkey)
+{
+    if (n == 0)
+        return;
+    ibv_sge sge{addr, len, lkey};
+    std::vector<ibv_recv_wr> wr(n);
+    for (std::uint32_t i = 0; i < n; ++i) {
+        wr[i].wr_id = 0x4ec0;
+        wr[i].sg_list = &sge;
+        wr[i].num_sge = 1;
+        wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
+    }
+    ibv_recv_wr *bad = nullptr;
+    rdma_samples::check_rc(ibv_post_recv(qp, wr.data(), &bad), "ibv_post_recv(" + std::to_string(n) + " receives)");
+}
+
+/**
+ * @brief Busy-wait until the byte at @p p holds @p tag: how a WRITE ping-pong notices the peer's
+ * WRITE, which gives this side no completion. Bounded by @p timeout_s.
+ * @param p the last byte of the message @param tag the value it will hold @param timeout_s -t
+ */
+inline void wait_for_byte(const volatile char *p, char tag, int timeout_s)
+{
+    const std::int64_t deadline = now_ns() + static_cast<std::int64_t>(timeout_s) * 1'000'000'000;
+    for (std::uint64_t spins = 1; *p != tag; ++spins)
+        if (spins % 1024 == 0) {
+            if (now_ns() > deadline)
+                throw rdma_samples::Error("timed out after " + std::to_string(timeout_s) +
+                                              " s waiting for the peer's WRITE to arrive",
+                                          "the peer may be gone or started with other --op/--mode/--size/--iters");
+            sched_yield();
+        }
+}
+
+} // namespace rdma_bench

@@ -1,0 +1,90 @@
+/**
+ * @file options.hpp
+ * @brief rdma_bench's own flags (the knobs), their defaults and their checks, and the life of main().
+ *
+ * Both sides of the pair take the same flags, as perftest's server and client do: the responder needs
+ * the operation, the measurement, the sizes and the counts to serve the requester. Names follow
+ * perftest's long options where the DOCA flags the samples already take do not collide (`-s`, `-t` are
+ * DOCA's: here they are `--size`, `--iters`, `--tx-depth`).
+ */
+#pragma once
+
+#include <rdma_samples/args.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace rdma_bench {
+
+/** @brief The operation measured. */
+enum class Op { write, read, send, write_imm, atomic };
+/** @brief The measurement: bandwidth and message rate (perftest's _bw) or latency (_lat). */
+enum class Mode { bw, lat };
+
+/** @brief The largest message, and so the size of the memory region each side registers. */
+inline constexpr std::uint32_t max_size = 1u << 20;
+
+/** @brief Every knob, after defaults are filled in by finish(). */
+struct Options {
+    Op op = Op::write;                ///< --op
+    Mode mode = Mode::bw;             ///< --mode
+    std::uint32_t size = 0;           ///< --size (0 until finish(): 65536 for bw, 2 for lat, 8 for atomics)
+    bool all_sizes = false;           ///< --all: 2, 4, ... 1 MiB (perftest -a)
+    std::uint32_t iters = 1000;       ///< --iters: timed operations per size
+    std::int64_t warmup = -1;         ///< --warmup: untimed operations before them (-1: iters / 10)
+    std::uint32_t tx_depth = 0;       ///< --tx-depth: send work requests outstanding (0: 128 bw, 1 lat)
+    std::uint32_t rx_depth = 512;     ///< --rx-depth: receives posted ahead (SEND, WRITE with immediate)
+    std::uint32_t cq_mod = 0;         ///< --cq-mod: signal every N-th send (0: min(100, depth) bw, 1 lat)
+    std::int64_t inline_size = -1;    ///< --inline-size: largest message sent inline (-1: 0 bw, 220 lat)
+    std::uint32_t post_list = 1;      ///< --post-list: work requests per ibv_post_send() call
+    std::uint32_t poll_batch = 16;    ///< --poll-batch: completions taken per ibv_poll_cq() call
+    bool events = false;              ///< --events: sleep on a completion channel instead of busy polling
+    bool verify = false;              ///< --verify: check the data after the run
+    bool explicit_tx_depth = false;   ///< --tx-depth was given
+    bool explicit_cq_mod = false;     ///< --cq-mod was given
+
+    /** @brief The sizes to measure, smallest first.
+     *  @return one size, or every power of two from 2 to max_size */
+    std::vector<std::uint32_t> sizes() const;
+    /** @brief Operations per size, warm-up included.
+     *  @return warmup + iters */
+    std::uint64_t per_size() const { return static_cast<std::uint64_t>(warmup) + iters; }
+};
+
+/** @brief The options of this process (both programs fill them from their flags). */
+Options &options();
+
+/** @brief The operation's name as --op takes it. @param op the operation @return e.g. "write_imm" */
+const char *op_name(Op op);
+
+/** @brief A knob the device or the other knobs cannot take: a usage error (exit 2) with a hint. */
+class KnobError : public rdma_samples::UsageError {
+public:
+    /** @param what one line: the flag, its value and why it cannot be @param hint what to pass instead */
+    KnobError(const std::string &what, std::string hint) : UsageError(what), hint_(std::move(hint)) {}
+    /** @brief What to pass instead. @return the hint */
+    const std::string &hint() const { return hint_; }
+
+private:
+    std::string hint_;
+};
+
+/** @brief Add the knobs to @p spec as --flags that fill options(). @param spec the program's flags */
+void add_bench_flags(rdma_samples::ProgramSpec &spec);
+
+/** @brief Fill in the defaults and check the knobs against each other. @throws KnobError */
+void finish(Options &o);
+
+/**
+ * @brief main() of both programs: like run_sample(), plus the knob checks, and a KnobError thrown
+ * while running (a limit only the device knows) is a usage error too: one line, a hint, exit 2.
+ * @param spec the program's flags (with add_bench_flags())
+ * @param argc,argv as given to main()
+ * @param run the lesson
+ * @return the exit status
+ */
+int run_bench(const rdma_samples::ProgramSpec &spec, int argc, char **argv,
+              const std::function<void(const rdma_samples::Args &)> &run);
+
+} // namespace rdma_bench
