@@ -96,6 +96,8 @@ int take_completions(Bench &b, const char *what)
 // completions have arrived; time from the first post to the last completion.
 void run_bw_phase(Bench &b, std::uint32_t size, std::uint64_t count)
 {
+    if (count == 0)
+        return;
     const std::uint64_t first = b.sq.posted, last = first + count - 1;
     while (b.sq.done <= last) {
         while (b.sq.posted <= last) {

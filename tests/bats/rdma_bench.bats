@@ -1,0 +1,154 @@
+#!/usr/bin/env bats
+# rdma_bench: every operation in both measurements, small counts, --verify, on one device (descriptor
+# files; rdma_bench_cm.bats has the -cm flow). Timings are never asserted: only the table's shape.
+
+load test_helper/common
+
+setup() {
+    require_rdma_device
+    REQUESTER=$(prog rdma_bench_requester)
+    RESPONDER=$(prog rdma_bench_responder)
+}
+
+# bench KNOBS...: run the pair with the same knobs on both sides; the requester's result in $output.
+bench() {
+    run_pair "$RESPONDER" $(responder_paths) -t 20 "$@" -- "$REQUESTER" $(requester_paths) -t 20 "$@"
+}
+
+# assert_bw_rows N / assert_lat_rows N: the table has a header and N rows of numbers.
+assert_bw_rows() {
+    assert_line --regexp '^ +bytes +iterations +MB/s +Mmsg/s +CPU_us/op$'
+    assert_equal "$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$output")" "$1"
+}
+assert_lat_rows() {
+    assert_line --regexp '^ +bytes +iterations +min_us +median_us +p99_us +p99.9_us +max_us +CPU_us/op$'
+    assert_equal "$(grep -cE '^ +[0-9]+ +[0-9]+( +[0-9.]+){6}$' <<<"$output")" "$1"
+}
+
+assert_both_verified() {
+    assert_success
+    assert_line --regexp '^Verified: '
+    assert_line --index -1 "Sample finished successfully"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line --regexp '^Verified: '
+    assert_line --index -1 "Sample finished successfully"
+}
+
+@test "rdma_bench: write bandwidth, verified" {
+    bench --op write --mode bw --size 4096 --iters 20 --tx-depth 8 --verify
+    assert_bw_rows 1
+    assert_line --regexp '^ +4096 +20 '
+    assert_both_verified
+}
+
+@test "rdma_bench: write latency (ping-pong), verified" {
+    bench --op write --mode lat --size 64 --iters 20 --verify
+    assert_lat_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: read bandwidth, verified" {
+    bench --op read --mode bw --size 4096 --iters 20 --tx-depth 8 --verify
+    assert_bw_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: read latency, verified" {
+    bench --op read --mode lat --size 64 --iters 20 --verify
+    assert_lat_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: send bandwidth, verified; the responder counts every message" {
+    bench --op send --mode bw --size 4096 --iters 20 --warmup 2 --tx-depth 8 --verify
+    assert_bw_rows 1
+    assert_success
+    run echo "$peer_output"
+    assert_line "Responder served 22 messages"
+    assert_line --regexp '^Verified: '
+}
+
+@test "rdma_bench: send latency (ping-pong), verified" {
+    bench --op send --mode lat --size 64 --iters 20 --verify
+    assert_lat_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: write with immediate bandwidth, verified" {
+    bench --op write_imm --mode bw --size 4096 --iters 20 --tx-depth 8 --verify
+    assert_bw_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: write with immediate latency (ping-pong), verified" {
+    bench --op write_imm --mode lat --size 64 --iters 20 --verify
+    assert_lat_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: atomic fetch-and-add bandwidth, verified: the counter went up once per add" {
+    bench --op atomic --mode bw --iters 20 --warmup 5 --tx-depth 8 --verify
+    assert_bw_rows 1
+    assert_line --regexp '^ +8 +20 '
+    assert_both_verified
+}
+
+@test "rdma_bench: atomic fetch-and-add latency, verified" {
+    bench --op atomic --mode lat --iters 20 --verify
+    assert_lat_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: --all measures every power of two from 2 B to 1 MiB" {
+    bench --op write --mode bw --all --iters 2 --warmup 0 --tx-depth 4 --verify
+    assert_bw_rows 20
+    assert_line --regexp '^ +2 +2 '
+    assert_line --regexp '^ +1048576 +2 '
+    assert_both_verified
+}
+
+@test "rdma_bench: the knobs together: events, chains, selective signaling, batch polling, inline" {
+    bench --op send --mode bw --size 128 --iters 40 --tx-depth 16 --cq-mod 8 --post-list 4 --poll-batch 4 \
+        --inline-size 128 --events --verify
+    assert_bw_rows 1
+    assert_line --partial "event polling, batches of 4, chains of 4"
+    assert_both_verified
+}
+
+@test "rdma_bench: latency with a completion channel, verified" {
+    bench --op send --mode lat --size 16 --iters 20 --events --verify
+    assert_lat_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: --tx-depth 0 is a usage error with a hint" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --tx-depth 0
+    assert_equal "$stderr" "rdma_bench_requester: --tx-depth 0: no work request could ever be posted
+hint: give --tx-depth 1 or more: 1 for latency, 128 is perftest's default for bandwidth"
+}
+
+@test "rdma_bench: a size above the memory region is a usage error with a hint" {
+    run -2 --separate-stderr "$RESPONDER" $(responder_paths) --size 2000000
+    assert_regex "$stderr" "^rdma_bench_responder: --size 2000000: larger than the 1048576-byte memory region"
+    assert_regex "$stderr" "hint: give --size 1048576 or less"
+}
+
+@test "rdma_bench: signaling every N-th send with N above max_send_wr is a usage error with a hint" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --tx-depth 8 --cq-mod 16
+    assert_regex "$stderr" "^rdma_bench_requester: --cq-mod 16: above the send queue depth \(--tx-depth 8\)"
+    assert_regex "$stderr" "hint: signal at least one in every max_send_wr sends: give --cq-mod 8 or less"
+}
+
+@test "rdma_bench: an inline size above the device's limit is a usage error that names the limit" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) -t 5 --inline-size 1000000
+    assert_regex "$stderr" "rdma_bench_requester: --inline-size 1000000: above the device's limit of [0-9]+ bytes inline"
+    assert_regex "$stderr" "hint: give --inline-size [0-9]+ or less"
+}
+
+@test "rdma_bench: a responder started with other knobs makes the requester time out, not hang" {
+    run_pair "$RESPONDER" $(responder_paths) -t 4 --op send --mode lat --iters 5 -- \
+        "$REQUESTER" $(requester_paths) -t 4 --op send --mode lat --iters 50
+    assert_failure 1
+    assert_line --index -1 "Sample finished with errors"
+}
