@@ -184,6 +184,15 @@ static void run(const Args &args)
     step(6, "%s", what.c_str());
     if (ping_pong)
         answer_pings(s, buf.data());
+    //! [idle]
+    // One-sided operations need nothing from our CPU, so do not spin: poll_completion() sleeps between
+    // empty polls. A busy-polling responder would take CPU time from the requester's side of a shared
+    // machine (here: from the Soft-RoCE kernel threads and the requester's vCPU).
+    if (!ping_pong && !two_sided) {
+        poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (give -t longer than the run)");
+        s.goodbye = true;
+    }
+    //! [idle]
     while (!s.goodbye)
         take(s, "the requester's messages and goodbye");
     result("Responder served %llu messages", static_cast<unsigned long long>(two_sided ? s.messages : 0));
