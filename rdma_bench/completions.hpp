@@ -36,7 +36,7 @@ public:
      *  @return how many were taken (1..batch), in wc() */
     int wait(const char *what)
     {
-        const std::int64_t deadline = now_ns() + static_cast<std::int64_t>(timeout_s_) * 1'000'000'000;
+        std::int64_t deadline = 0; // read the clock only once the CQ has been empty for a while
         for (std::uint64_t empty = 1;; ++empty) {
             //! [batch_poll]
             // Batch polling: one call takes up to wc_.size() completions. Each ibv_poll_cq() locks the
@@ -51,7 +51,9 @@ public:
                 // a CPU spinning at 100%. Every 1024 empty polls look at the clock (-t bounds the wait)
                 // and yield, so a peer that shares our CPU can still run.
                 if (empty % 1024 == 0) {
-                    if (now_ns() > deadline)
+                    if (deadline == 0)
+                        deadline = now_ns() + static_cast<std::int64_t>(timeout_s_) * 1'000'000'000;
+                    else if (now_ns() > deadline)
                         timeout(what);
                     sched_yield();
                 }
@@ -67,6 +69,8 @@ public:
             n = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
             if (n > 0)
                 return n; // (the armed event fires later; the next wait consumes it)
+            if (deadline == 0)
+                deadline = now_ns() + static_cast<std::int64_t>(timeout_s_) * 1'000'000'000;
             pollfd pfd{channel_->fd, POLLIN, 0};
             const std::int64_t left_ms = (deadline - now_ns()) / 1'000'000;
             if (left_ms <= 0 || poll(&pfd, 1, static_cast<int>(left_ms)) <= 0)
@@ -137,7 +141,9 @@ inline void post_receives(ibv_qp *qp, std::uint32_t n, std::uint64_t addr, std::
     if (n == 0)
         return;
     ibv_sge sge{addr, len, lkey};
-    std::vector<ibv_recv_wr> wr(n);
+    ibv_recv_wr one{};
+    std::vector<ibv_recv_wr> many(n > 1 ? n : 0); // (the common case, one receive, needs no malloc)
+    ibv_recv_wr *wr = n > 1 ? many.data() : &one;
     for (std::uint32_t i = 0; i < n; ++i) {
         wr[i].wr_id = 0x4ec0;
         wr[i].sg_list = &sge;
@@ -145,7 +151,7 @@ inline void post_receives(ibv_qp *qp, std::uint32_t n, std::uint64_t addr, std::
         wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
     }
     ibv_recv_wr *bad = nullptr;
-    rdma_samples::check_rc(ibv_post_recv(qp, wr.data(), &bad), "ibv_post_recv(" + std::to_string(n) + " receives)");
+    rdma_samples::check_rc(ibv_post_recv(qp, wr, &bad), "ibv_post_recv(" + std::to_string(n) + " receives)");
 }
 
 /**

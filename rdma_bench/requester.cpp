@@ -39,6 +39,7 @@ struct Bench {
     char *send_buf, *recv_buf;   // our two regions: what we send, where the peer's data lands
     std::uint64_t recvs_left = 0; // pongs still to come that need a receive posted
     std::uint32_t lkey = 0;
+    std::vector<ibv_send_wr> chain{}; // room for one chain of --post-list requests
 };
 
 ibv_wc_opcode expected_opcode(Op op)
@@ -56,18 +57,19 @@ ibv_wc_opcode expected_opcode(Op op)
 // write that tells the device there is work) for the whole chain instead of one per request.
 void post_chain(Bench &b, std::uint32_t n, std::uint32_t size, std::uint64_t first, std::uint64_t last)
 {
-    std::vector<ibv_send_wr> wr(n, b.base);
+    ibv_send_wr *wr = b.chain.data(); // allocated once: no malloc on the fast path
     b.sge.length = size;
     const bool can_inline = size <= b.o.inline_size && b.base.opcode != IBV_WR_RDMA_READ &&
                             b.base.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
     for (std::uint32_t k = 0; k < n; ++k) {
         const std::uint64_t i = b.sq.posted + k;
+        wr[k] = b.base;
         wr[k].wr_id = i; // its running number: a completion for it frees every slot up to it
         wr[k].send_flags = (b.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
         wr[k].next = k + 1 < n ? &wr[k + 1] : nullptr;
     }
     ibv_send_wr *bad = nullptr;
-    check_rc(ibv_post_send(b.qp, wr.data(), &bad), "ibv_post_send(" + std::to_string(n) + " work requests)");
+    check_rc(ibv_post_send(b.qp, wr, &bad), "ibv_post_send(" + std::to_string(n) + " work requests)");
     b.sq.posted += n;
 }
 //! [post_chain]
@@ -214,6 +216,7 @@ static void run(const Args &args)
     CompletionWaiter waiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s);
     Bench b{o, qp.get(), waiter, SendQueue{0, 0, o.tx_depth, o.cq_mod}, {}, {}, buf.data(), buf.data() + region, 0,
             mr->lkey};
+    b.chain.resize(o.post_list);
     const bool landing = o.op == Op::read || o.op == Op::atomic;
     b.sge = {reinterpret_cast<std::uintptr_t>(landing ? b.recv_buf : b.send_buf), 0, mr->lkey};
     b.base.sg_list = &b.sge;
