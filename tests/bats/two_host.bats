@@ -194,3 +194,34 @@ setup() {
     done
     assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 17
 }
+
+# rdma_bench across the two hosts: each operation in both measurements, small counts, --verify. Host A
+# runs the ten responders in turn, host B the ten requesters; each pair has its own descriptor files
+# (or its own RDMA CM port), so a file from the previous pair is never mistaken for the live one.
+bench_loop() { # SIDE FLOW: the shell loop one host runs
+    echo 'i=0; for op in write read send write_imm atomic; do for mode in bw lat; do i=$((i + 1));
+        '"$(prog "rdma_bench_$1")"' "$@" --op $op --mode $mode --iters 5 --warmup 1 --size 64 --tx-depth 4 --verify \
+            $(if [ "$FLOW" = cm ]; then echo -cm -lp $((PORT0 + i)) $SA; else echo -ld "$SHARE/$op-$mode-$ME.desc" \
+              -re "$SHARE/$op-$mode-$PEER.desc" -m "$SHARE/$op-$mode-mmap.desc"; fi) -t 60 || exit 1
+        echo "pair $op $mode done"; done; done'
+}
+
+@test "two hosts: rdma_bench, every operation in both measurements, descriptor files, --verify" {
+    on_host_a env FLOW=files SHARE="$SHARE" ME=responder PEER=requester bash -c "$(bench_loop responder)" _
+    on_host_b env FLOW=files SHARE="$SHARE" ME=requester PEER=responder bash -c "$(bench_loop requester)" _
+    assert_success
+    assert_line "pair atomic lat done"
+    assert_equal "$(grep -c '^Verified: ' <<<"$output")" 10
+    assert_equal "$peer_status" 0
+    assert_equal "$(grep -c '^Verified: ' <<<"$peer_output")" 10
+}
+
+@test "two hosts: rdma_bench, every operation in both measurements, RDMA CM, --verify" {
+    on_host_a env FLOW=cm PORT0=$((PORT % 1000 + 30000)) SA= bash -c "$(bench_loop responder)" _
+    on_host_b env FLOW=cm PORT0=$((PORT % 1000 + 30000)) SA="-sa 10.77.0.1" bash -c "$(bench_loop requester)" _
+    assert_success
+    assert_line "pair atomic lat done"
+    assert_equal "$(grep -c '^Verified: ' <<<"$output")" 10
+    assert_equal "$peer_status" 0
+    assert_equal "$(grep -c '^Verified: ' <<<"$peer_output")" 10
+}
