@@ -194,7 +194,9 @@ static void run(const Args &args)
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
-    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
+    // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
+    // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
+    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 255));
     Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_bench_responder)",
                                    rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &peer = x.resource;

@@ -152,7 +152,7 @@ static void run(const Args &args)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
+    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 255)); // (requester.cpp)
     ResourceDescriptor mmap{};
     mmap.kind = ResourceKind::mmap;
     mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
