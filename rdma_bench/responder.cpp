@@ -134,7 +134,10 @@ static void run(const Args &args)
 
     step(3, "create a completion queue%s and a QP: depth %u, inline up to %lld bytes",
          o.events ? " with a completion channel" : "", o.tx_depth, static_cast<long long>(o.inline_size));
-    CompChannelPtr channel(o.events ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
+    const bool passive = o.op == Op::write || o.op == Op::read || o.op == Op::atomic
+                             ? o.mode == Mode::bw || o.op != Op::write
+                             : false; // one-sided and no ping-pong: our CPU has nothing to do
+    CompChannelPtr channel(o.events || passive ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.tx_depth + o.rx_depth + 4), nullptr, channel.get(), 0),
                    "ibv_create_cq"));
     QpPtr qp = create_bench_qp(pd.get(), cq.get(), o);
@@ -185,12 +188,17 @@ static void run(const Args &args)
     if (ping_pong)
         answer_pings(s, buf.data());
     //! [idle]
-    // One-sided operations need nothing from our CPU, so do not spin: poll_completion() sleeps between
-    // empty polls. A busy-polling responder would take CPU time from the requester's side of a shared
-    // machine (here: from the Soft-RoCE kernel threads and the requester's vCPU).
-    if (!ping_pong && !two_sided) {
-        poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (give -t longer than the run)");
-        s.goodbye = true;
+    // One-sided operations need nothing from our CPU, so do not spin, and do not wake up now and then
+    // either: sleep on the completion channel until the goodbye's completion (perftest's server sleeps
+    // in a socket read). A responder that polls takes CPU time from the requester and from Soft-RoCE
+    // when they share the machine's CPUs.
+    if (passive) {
+        CompletionWaiter sleeper(cq.get(), channel.get(), 1, args.timeout_s);
+        while (!s.goodbye) {
+            const ibv_wc &wc = sleeper.wc(sleeper.wait("the requester's goodbye (give -t longer than the run)") - 1);
+            check_wc(wc, IBV_WC_RECV, "the requester's goodbye");
+            s.goodbye = true;
+        }
     }
     //! [idle]
     while (!s.goodbye)
