@@ -100,15 +100,16 @@ def nice_ticks(lo, hi, n=5):
             break
     t = math.floor(lo / step) * step
     out = []
-    while t <= hi + step * 0.01:
+    while True:
         out.append(t)
+        if t >= hi:
+            return out
         t += step
-    return out
 
 
 def svg_chart(path, title, xlabel, ylabel, series, logx=False, categorical=None):
     """series: [(label, [(x, y)])]. logx: x on a log2 axis. categorical: list of x labels (x = index)."""
-    W, H, L, R, T, B = 640, 400, 80, 160, 40, 60
+    W, H, L, R, T, B = 760, 400, 80, 230, 40, 60
     pw, ph = W - L - R, H - T - B
     xs = [x for _, pts in series for x, _ in pts]
     ys = [y for _, pts in series for _, y in pts if y is not None]
