@@ -200,7 +200,7 @@ setup() {
 # (or its own RDMA CM port), so a file from the previous pair is never mistaken for the live one.
 bench_loop() { # SIDE FLOW: the shell loop one host runs
     echo 'i=0; for op in write read send write_imm atomic; do for mode in bw lat; do i=$((i + 1));
-        '"$(prog "rdma_bench_$1")"' "$@" --op $op --mode $mode --iters 5 --warmup 1 --size 64 --tx-depth 4 --verify \
+        '"$(prog "rdma_bench_$1")"' "$@" --op $op --mode $mode --iters 5 --warmup 1 $([ $op = atomic ] || echo --size 64) --tx-depth 4 --verify \
             $(if [ "$FLOW" = cm ]; then echo -cm -lp $((PORT0 + i)) $SA; else echo -ld "$SHARE/$op-$mode-$ME.desc" \
               -re "$SHARE/$op-$mode-$PEER.desc" -m "$SHARE/$op-$mode-mmap.desc"; fi) -t 60 || exit 1
         echo "pair $op $mode done"; done; done'
