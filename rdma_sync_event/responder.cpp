@@ -59,8 +59,10 @@ static void run(const Args &args)
     std::atomic_ref<std::uint64_t> event(*reinterpret_cast<std::uint64_t *>(buf.data()));
 
     step(3, "create a completion queue and an RC queue pair that accepts remote reads and writes");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
 
     step(4, "post a receive for the requester's goodbye");
@@ -75,7 +77,7 @@ static void run(const Args &args)
     se.length = sizeof(std::uint64_t);
     se.rkey = mr->rkey;
     se.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_sync_event_requester)",
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_sync_event_requester)",
                                   rd_atomic, &se);
 
     step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
@@ -94,7 +96,7 @@ static void run(const Args &args)
     result("Sync event completion value 0x%llx received", static_cast<unsigned long long>(done_value));
 
     step(9, "wait for the goodbye, then release the event");
-    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND)");
+    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND)");
 
     if (args.use_cm) {
         step(10, "disconnect from the requester (RDMA CM)");
