@@ -3,7 +3,8 @@
  * @brief Atomics, requester side: fetch-and-add and compare-and-swap on the responder's 64-bit counter.
  *
  * An atomic is a one-sided operation on one naturally aligned 64-bit word of remote memory: the
- * responder's device reads it, changes it and returns the old value, with no other access in between.
+ * responder's device reads it, changes it and returns the old value in one indivisible step, with
+ * respect to other atomics through that device (IBV_ATOMIC_HCA; see require_atomics()).
  * DOCA documents these tasks but ships no sample; this pair fills the gap.
  */
 #include <rdma_samples/args.hpp>
@@ -72,9 +73,7 @@ static void run(const Args &args)
 {
     step(1, "open an RDMA device, check it supports atomics, allocate a protection domain");
     Device dev = open_device(args);
-    if (dev.device_attr.atomic_cap == IBV_ATOMIC_NONE)
-        throw Error("device " + dev.name + " does not support atomic operations (atomic_cap is IBV_ATOMIC_NONE)",
-                    "use a device whose ibv_devinfo -v shows atomic_cap ATOMIC_HCA or ATOMIC_GLOB");
+    require_atomics(dev); // ours issues them; the responder's device, which executes them, checks its own
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
 
     step(2, "register an 8-byte buffer for the old values (local write: the device writes into it)");

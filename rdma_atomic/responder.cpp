@@ -25,8 +25,14 @@ bool atomic_access = true;  // --no-atomic-access: register the counter without 
 
 static void run(const Args &args)
 {
-    step(1, "open an RDMA device and allocate a protection domain");
+    step(1, "open an RDMA device, check it executes atomics, allocate a protection domain");
     Device dev = open_device(args);
+    //! [atomic_cap]
+    // The atomics run HERE: our device does the read-modify-write on our memory, so its atomic_cap is
+    // the one that counts. IBV_ATOMIC_HCA (ConnectX, Soft-RoCE) makes them atomic only against other
+    // atomics through this device: a CPU store or an RDMA WRITE to the counter meanwhile could be lost.
+    require_atomics(dev);
+    //! [atomic_cap]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
 
     step(2, "register an 8-byte counter holding %llu (local read/write + remote atomic)",

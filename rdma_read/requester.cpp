@@ -50,7 +50,8 @@ static void run(const Args &args)
     //! [rd_atomic]
     // A READ waits for its response data, so the QP must allow READs "in flight": max_rd_atomic on our
     // side (initiator depth), bounded by the device's max_qp_init_rd_atom. The responder sets the
-    // matching max_dest_rd_atomic (responder resources). 0 would make every READ fail.
+    // matching max_dest_rd_atomic (responder resources). With 0 here, what happens depends on the
+    // device: mlx5 treats it as 1, Soft-RoCE never sends the READ. So: at least 1.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
     Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_read_responder)",

@@ -53,7 +53,7 @@ static void run(const Args &args)
     // Responder resources (max_dest_rd_atomic, set at RTR): how many READs the requester may have
     // outstanding at us at once. Our device keeps state for each one until its response data is sent;
     // the requester's max_rd_atomic (initiator depth) should not exceed it. Bounded by the device's
-    // max_qp_rd_atom; at least 1, because with 0 our QP refuses every incoming READ.
+    // max_qp_rd_atom; at least 1, because with 0 our QP answers every incoming READ with a NAK.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
     //! [rd_atomic]
     ResourceDescriptor mmap{};

@@ -83,7 +83,7 @@ static void run(const Args &args)
                     "the responder must export exactly its 8-byte counter");
     if (event.addr % sizeof(std::uint64_t) != 0)
         throw Error("the sync event's address is not 8-byte aligned; nothing was posted",
-                    "the responder must export an aligned 64-bit counter, so that it is written as one unit");
+                    "the responder must export an 8-byte aligned 64-bit word: the event");
     const int needed = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     if ((event.access & needed) != needed)
         throw Error("the sync event does not grant remote read and write (access " + access_to_string(event.access) + ")",

@@ -51,8 +51,9 @@ static void run(const Args &args)
     step(2, "register the 8-byte sync event (local read/write + remote read/write)");
     Buffer buf(sizeof(std::uint64_t)); // page-aligned, so the event is 8-byte aligned; starts at 0
     //! [reg_mr]
-    // The requester sets the event (remote write) and gets it (remote read). An aligned 8-byte word is
-    // written as one unit, so a get never sees half of a set.
+    // The requester sets the event (remote write) and gets it (remote read). On x86 with PCIe (and
+    // Soft-RoCE on x86) an aligned 8-byte word is placed as one unit, so polling it never sees half a
+    // set; verbs do not promise that (ibv_query_qp_data_in_order(3) says where it holds).
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
     //! [reg_mr]

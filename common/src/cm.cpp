@@ -345,8 +345,9 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int ini
         if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
             throw cm_event_error(*ev, "the server to accept", peer);
         // The REP says how many READs/atomics the server accepts in flight from us (its responder
-        // resources): with fewer than we need, a READ could never be sent.
-        const int granted = ev->param.conn.responder_resources;
+        // resources): with fewer than we need, a READ could never be sent. The event gives the values
+        // from OUR side: the server's responder resources arrive as our initiator_depth.
+        const int granted = ev->param.conn.initiator_depth;
         if (granted < initiator_depth)
             throw Error("the server accepts " + std::to_string(granted) + " READ/atomic request(s) in flight, this "
                             "sample needs " + std::to_string(initiator_depth),
@@ -375,9 +376,10 @@ CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int resp
     c.qp = qp;
     check_cm_device(req->id, dev);
     // Stay within the client's offer (IBTA CM: a REP's responder resources <= the REQ's initiator
-    // depth, its initiator depth <= the REQ's responder resources). This server never READs, so its
-    // initiator depth is 0; it grants the client at most what the client said it will use.
-    const int rr = std::min<int>(responder_resources, req->param.conn.initiator_depth);
+    // depth, its initiator depth <= the REQ's responder resources). The event gives the values from
+    // OUR side: the client's initiator depth arrives as responder_resources, "what you must accept".
+    // This server never READs, so its initiator depth is 0; it grants at most what the client asked.
+    const int rr = std::min<int>(responder_resources, req->param.conn.responder_resources);
     // Ready to receive (and send) before we accept: the client may post the moment it hears our REP.
     cm_ready_qp(req->id, qp, rr, 0);
     rdma_conn_param param = cm_conn_param(qp, rr, 0);

@@ -79,7 +79,7 @@ ibv_wc Completions::wait(std::uint64_t wr_id, ibv_wc_opcode expected, int timeou
         reorder_for_test(*this, ms);
     try {
         std::optional<ibv_wc> wc = take(wr_id); // it may have come while we waited for another
-        Waiter waiter(timeout_s, what + " completion");
+        Waiter waiter(timeout_s, what);
         while (!wc) {
             ibv_wc polled{};
             if (check_poll(ibv_poll_cq(cq_, 1, &polled)) == 0)

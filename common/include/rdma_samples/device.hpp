@@ -74,4 +74,25 @@ struct Device {
  */
 Device open_device(const Args &args);
 
+/**
+ * @brief Check that the device executes atomics, and say how far their atomicity reaches.
+ *
+ * The device that matters is the responder's: it performs the read-modify-write on its own memory.
+ * `atomic_cap` (ibv_query_device(3)) tells the scope: IBV_ATOMIC_NONE (no atomics),
+ * IBV_ATOMIC_HCA (atomic only against other atomics that go through this same device: not against
+ * the CPU's own stores, nor against plain RDMA WRITEs to the same word), IBV_ATOMIC_GLOB (atomic
+ * against every other access, CPU included). ConnectX NICs and Soft-RoCE report IBV_ATOMIC_HCA.
+ * Prints one line with the capability.
+ * @param dev the open device
+ * @throws Error if the device has no atomics
+ */
+void require_atomics(const Device &dev);
+
+/**
+ * @brief The enum name of an atomic capability, e.g. "IBV_ATOMIC_HCA".
+ * @param cap the capability
+ * @return its name
+ */
+const char *atomic_cap_name(ibv_atomic_cap cap);
+
 } // namespace rdma_samples
