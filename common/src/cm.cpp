@@ -65,7 +65,7 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
         in6->sin6_port = htons(port);
         return a;
     }
-    // A GID. On RoCE v2 every GID is an IP address of the interface the device is bound to: the
+    // A GID. On RoCE (v1 and v2) every GID is built from an IP address of the interface: the
     // IPv4-mapped ::ffff:a.b.c.d stands for a.b.c.d, any other for the IPv6 address it spells.
     ibv_gid gid{};
     if (!gid_from_string(text, gid))

@@ -66,7 +66,7 @@ struct SockAddr {
  * @brief Read `-sa` as `-sat` says, with the port `-lp`.
  *
  * ipv4: dotted quad; ipv6: IPv6 text, with `%iface` for a link-local address; gid: a GID as
- * ibv_devinfo -v prints it. On RoCE v2 a GID is an IP address: ::ffff:a.b.c.d is mapped to the IPv4
+ * ibv_devinfo -v prints it. On RoCE a GID is built from an IP address: ::ffff:a.b.c.d is mapped to the IPv4
  * address a.b.c.d, any other GID is used as the IPv6 address it is. (AF_IB, addressing by GID on
  * InfiniBand, is not offered: Soft-RoCE and RoCE NICs do not support it.)
  * @param text the address as typed after -sa

@@ -3,7 +3,7 @@
  * @brief Open an RDMA device and choose the GID that addresses this side.
  *
  * On RoCE (Ethernet, which includes Soft-RoCE) a port has a table of GIDs, one per IP address and
- * RoCE version. The right one for a sample is a RoCE v2 GID that carries an IPv4 address
+ * RoCE version. The right one for a sample is a RoCE v2 GID built from an IPv4 address
  * (::ffff:a.b.c.d); a link-local fe80:: GID works only when both sides share a link and has no route
  * on a loopback device. choose_gid_index() makes that choice; `-g` overrides it.
  */
