@@ -88,6 +88,7 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, std::vector<Q
             }
             CmClient &c = clients[arrived];
             c.id.reset(ev->id);
+            c.qp = qps[arrived].get();
             c.addr = addr_to_string(rdma_get_peer_addr(ev->id));
             check_cm_device(ev->id, dev);
             // Its receive is posted already (step 4): ready to receive, then accept.

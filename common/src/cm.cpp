@@ -480,7 +480,7 @@ void disconnect_clients(rdma_event_channel *ch, std::vector<CmClient> &clients, 
     while (waiting > 0) {
         CmEventPtr ev = next_cm_event(ch, deadline);
         if (!ev)
-            return; // the work is done; a peer that does not confirm its disconnect changes nothing
+            break; // the work is done; a peer that does not confirm its disconnect changes nothing
         const int i = find_client(clients, ev->id);
         if (ev->event == RDMA_CM_EVENT_DISCONNECTED && i >= 0 && !clients[i].disconnected) {
             clients[i].disconnected = true;
@@ -489,6 +489,10 @@ void disconnect_clients(rdma_event_channel *ch, std::vector<CmClient> &clients, 
             reject_request(std::move(ev));
         }
     }
+    // rdma_disconnect() leaves QPs of our own alone: stop each one (any receive still posted is flushed).
+    for (auto &c : clients)
+        if (c.qp != nullptr)
+            qp_to_error(c.qp);
 }
 
 } // namespace rdma_samples

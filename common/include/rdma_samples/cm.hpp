@@ -257,6 +257,7 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::strin
 /** @brief One client of a server that takes many (rdma_multi_conn): its cm_id and how it fares. */
 struct CmClient {
     CmIdPtr id;                ///< from its CONNECT_REQUEST; empty until the client arrived
+    ibv_qp *qp = nullptr;      ///< the server's QP for it: disconnect_clients() moves it to ERR
     std::string addr;          ///< where it connected from
     bool established = false;  ///< RDMA_CM_EVENT_ESTABLISHED seen
     bool done = false;         ///< its message went through
@@ -279,7 +280,8 @@ int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id);
 void reject_request(CmEventPtr request);
 
 /**
- * @brief Disconnect every client still connected and wait (bounded) until the CM confirms each.
+ * @brief Disconnect every client still connected and wait (bounded) until the CM confirms each; then
+ * move every client's QP to ERR, as cm_disconnect() does.
  * @param ch        the server's event channel
  * @param clients   all clients
  * @param timeout_s the bound
