@@ -3,7 +3,8 @@
  * @brief Atomics, requester side: fetch-and-add and compare-and-swap on the responder's 64-bit counter.
  *
  * An atomic is a one-sided operation on one naturally aligned 64-bit word of remote memory: the
- * responder's device reads it, changes it and returns the old value, with no other access in between.
+ * responder's device reads it, changes it and returns the old value in one indivisible step, with
+ * respect to other atomics through that device (IBV_ATOMIC_HCA; see require_atomics()).
  * DOCA documents these tasks but ships no sample; this pair fills the gap.
  */
 #include <rdma_samples/args.hpp>
@@ -28,7 +29,7 @@ std::uint64_t swap_value = 100;         // --swap
 bool ignore_access = false;             // --ignore-access: post even if the export lacks remote atomic
 
 /** Post one atomic work request and wait for it; the old remote value lands in @p result. */
-std::uint64_t post_atomic(ibv_qp *qp, ibv_cq *cq, const ibv_mr *mr, const ResourceDescriptor &counter,
+std::uint64_t post_atomic(ibv_qp *qp, Completions &done, const ibv_mr *mr, const ResourceDescriptor &counter,
                           ibv_wr_opcode opcode, std::uint64_t compare_add, std::uint64_t swap, int timeout_s)
 {
     //! [post_atomic]
@@ -51,7 +52,7 @@ std::uint64_t post_atomic(ibv_qp *qp, ibv_cq *cq, const ibv_mr *mr, const Resour
                                                                                    : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
     //! [post_atomic]
     const bool fadd = opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-    poll_completion(cq, timeout_s, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, fadd ? "the fetch-and-add" : "the compare-and-swap");
+    done.wait(1, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, timeout_s, fadd ? "the fetch-and-add" : "the compare-and-swap");
     //! [byte_order]
     // Byte order: compare_add and swap are given in our host order, and the old value comes back in
     // our host order too; on the wire the devices carry all three big-endian (network order). The
@@ -72,9 +73,7 @@ static void run(const Args &args)
 {
     step(1, "open an RDMA device, check it supports atomics, allocate a protection domain");
     Device dev = open_device(args);
-    if (dev.device_attr.atomic_cap == IBV_ATOMIC_NONE)
-        throw Error("device " + dev.name + " does not support atomic operations (atomic_cap is IBV_ATOMIC_NONE)",
-                    "use a device whose ibv_devinfo -v shows atomic_cap ATOMIC_HCA or ATOMIC_GLOB");
+    require_atomics(dev); // ours issues them; the responder's device, which executes them, checks its own
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
 
     step(2, "register an 8-byte buffer for the old values (local write: the device writes into it)");
@@ -82,8 +81,10 @@ static void run(const Args &args)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its counter's descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
@@ -94,7 +95,7 @@ static void run(const Args &args)
     // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_atomic_responder)",
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_atomic_responder)",
                                    rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &counter = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(counter.addr),
@@ -119,7 +120,7 @@ static void run(const Args &args)
     std::optional<std::uint64_t> now; // the counter's value after our last operation
     if (do_add) {
         step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(add));
-        const std::uint64_t old = post_atomic(qp.get(), cq.get(), mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0, args.timeout_s);
+        const std::uint64_t old = post_atomic(qp.get(), done, mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0, args.timeout_s);
         now = old + add;
         result("Fetch-and-add: old value %llu, new value %llu", static_cast<unsigned long long>(old),
                static_cast<unsigned long long>(*now));
@@ -128,7 +129,7 @@ static void run(const Args &args)
         const std::uint64_t expect = compare.value_or(now.value_or(0));
         step(7, "post an atomic compare-and-swap: if the counter is %llu, make it %llu", static_cast<unsigned long long>(expect),
              static_cast<unsigned long long>(swap_value));
-        const std::uint64_t found = post_atomic(qp.get(), cq.get(), mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, swap_value, args.timeout_s);
+        const std::uint64_t found = post_atomic(qp.get(), done, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, swap_value, args.timeout_s);
         const bool swapped = found == expect;
         result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(found), swapped ? "swapped" : "not swapped");
         if (now && found != *now)
@@ -139,7 +140,7 @@ static void run(const Args &args)
     result("Expected final counter value: %llu", static_cast<unsigned long long>(*now));
 
     step(8, "say goodbye with a zero-length SEND, so the responder may read its counter");
-    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+    send_goodbye(qp.get(), done, args.timeout_s);
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");

@@ -25,8 +25,14 @@ bool atomic_access = true;  // --no-atomic-access: register the counter without 
 
 static void run(const Args &args)
 {
-    step(1, "open an RDMA device and allocate a protection domain");
+    step(1, "open an RDMA device, check it executes atomics, allocate a protection domain");
     Device dev = open_device(args);
+    //! [atomic_cap]
+    // The atomics run HERE: our device does the read-modify-write on our memory, so its atomic_cap is
+    // the one that counts. IBV_ATOMIC_HCA (ConnectX, Soft-RoCE) makes them atomic only against other
+    // atomics through this device: a CPU store or an RDMA WRITE to the counter meanwhile could be lost.
+    require_atomics(dev);
+    //! [atomic_cap]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
 
     step(2, "register an 8-byte counter holding %llu (local read/write + remote atomic)",
@@ -44,8 +50,10 @@ static void run(const Args &args)
         info("(demonstration) the counter grants no remote atomic: access %s", access_to_string(access).c_str());
 
     step(3, "create a completion queue and an RC queue pair that accepts remote atomics");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_ATOMIC);
 
     step(4, "post a receive for the requester's goodbye");
@@ -65,11 +73,11 @@ static void run(const Args &args)
     counter.length = sizeof(std::uint64_t); // exactly the counter
     counter.rkey = mr->rkey;
     counter.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_atomic_requester)",
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_atomic_requester)",
                                   rd_atomic, &counter);
 
     step(6, "wait for the goodbye; the atomics themselves give us no completion");
-    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its atomics)");
+    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its atomics)");
     std::uint64_t value = 0;
     std::memcpy(&value, buf.data(), sizeof value);
     result("Final counter value: %llu (0x%llx)", static_cast<unsigned long long>(value), static_cast<unsigned long long>(value));

@@ -88,6 +88,7 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, std::vector<Q
             }
             CmClient &c = clients[arrived];
             c.id.reset(ev->id);
+            c.qp = qps[arrived].get();
             c.addr = addr_to_string(rdma_get_peer_addr(ev->id));
             check_cm_device(ev->id, dev);
             // Its receive is posted already (step 4): ready to receive, then accept.
@@ -148,12 +149,14 @@ static void run(const Args &args)
 
     step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);
     //! [qps]
-    // One CQ is enough for every QP: each receive completion is one CQE, so size it for n of them (and
-    // a few more). The QPs are all alike and hold one receive each.
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 2 * n + 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // One CQ is enough for every QP, if it has room for all they can have outstanding at once: the
+    // rule is entries >= signaled sends + receives, summed over the QPs (2 + 2 each here).
+    const QpCaps caps{.max_send_wr = 2, .max_recv_wr = 2};
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, nullptr, 0), "ibv_create_cq"));
+    Completions done(cq.get());
     std::vector<QpPtr> qps;
     for (int i = 0; i < n; ++i) {
-        qps.push_back(create_rc_qp(pd.get(), cq.get(), {.max_send_wr = 2, .max_recv_wr = 2}));
+        qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
         qp_to_init(qps.back().get(), dev, 0); // a receive-only QP grants the peer nothing remote
     }
     //! [qps]
@@ -188,13 +191,15 @@ static void run(const Args &args)
             write_descriptor_file(numbered_path(args.local_descriptor_path, i), format_descriptor(local));
         }
         step(6, "poll the shared completion queue for %d message(s)", n);
-        for (int k = 0; k < n; ++k)
-            print_message(poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "a message from a sender"), buf);
+        for (int i = 0; i < n; ++i) // they arrive in any order: wait for each by its wr_id
+            print_message(done.wait(static_cast<std::uint64_t>(i), IBV_WC_RECV, args.timeout_s,
+                                    "the message on connection " + std::to_string(i)),
+                          buf);
     } else if (cm_client) {
         step(5, "connect to the sending server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args, dev, qps[0].get());
         step(6, "wait for the server's message");
-        print_message(poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the server's message"), buf);
+        print_message(done.wait(0, IBV_WC_RECV, args.timeout_s, "the server's message"), buf);
         step(7, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
     } else {

@@ -92,6 +92,7 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, std::vector<Q
             }
             CmClient &c = clients[arrived];
             c.id.reset(ev->id);
+            c.qp = qps[arrived].get();
             c.addr = addr_to_string(rdma_get_peer_addr(ev->id));
             check_cm_device(ev->id, dev);
             cm_ready_qp(ev->id, qps[arrived].get());
@@ -153,11 +154,13 @@ static void run(const Args &args)
     //! [reg_mr]
 
     step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);
-    // One send completion per connection (plus some room); one CQ serves all QPs.
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 2 * n + 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // One CQ serves all QPs, so it needs room for what every one of them can have outstanding.
+    const QpCaps caps{.max_send_wr = 2, .max_recv_wr = 2};
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, nullptr, 0), "ibv_create_cq"));
+    Completions done(cq.get());
     std::vector<QpPtr> qps;
     for (int i = 0; i < n; ++i) {
-        qps.push_back(create_rc_qp(pd.get(), cq.get(), {.max_send_wr = 2, .max_recv_wr = 2}));
+        qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
         qp_to_init(qps.back().get(), dev, 0);
     }
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
@@ -181,16 +184,16 @@ static void run(const Args &args)
         for (int i = 0; i < n; ++i)
             post_message(qps[i].get(), buf, mr.get(), args.message.size(), i);
         step(7, "poll the shared completion queue for %d SEND completion(s)", n);
-        for (int k = 0; k < n; ++k) {
-            const ibv_wc wc = poll_completion(cq.get(), args.timeout_s, IBV_WC_SEND, "a SEND completion");
-            result("Sender has sent: \"%s\", connection %llu", args.message.c_str(), static_cast<unsigned long long>(wc.wr_id));
+        for (int i = 0; i < n; ++i) { // they complete in any order: wait for each by its wr_id
+            done.wait(static_cast<std::uint64_t>(i), IBV_WC_SEND, args.timeout_s, "the SEND on connection " + std::to_string(i));
+            result("Sender has sent: \"%s\", connection %d", args.message.c_str(), i);
         }
     } else if (cm_client) {
         step(4, "connect to the receiving server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args, dev, qps[0].get());
         step(5, "post a SEND of \"%s\"; the server posted its receive before accepting", args.message.c_str());
         post_message(qps[0].get(), buf, mr.get(), args.message.size(), 0);
-        poll_completion(cq.get(), args.timeout_s, IBV_WC_SEND, "the SEND completion");
+        done.wait(0, IBV_WC_SEND, args.timeout_s, "the SEND");
         result("Sender has sent: \"%s\", connection 0", args.message.c_str());
         step(6, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);

@@ -39,8 +39,10 @@ static void run(const Args &args)
     //! [reg_mr]
 
     step(3, "create a completion queue and an RC queue pair");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     info("QPN 0x%06x", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
@@ -48,10 +50,11 @@ static void run(const Args &args)
     //! [rd_atomic]
     // A READ waits for its response data, so the QP must allow READs "in flight": max_rd_atomic on our
     // side (initiator depth), bounded by the device's max_qp_init_rd_atom. The responder sets the
-    // matching max_dest_rd_atomic (responder resources). 0 would make every READ fail.
+    // matching max_dest_rd_atomic (responder resources). With 0 here, what happens depends on the
+    // device: mlx5 treats it as 1, Soft-RoCE never sends the READ. So: at least 1.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_read_responder)",
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_read_responder)",
                                    rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &mmap = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
@@ -93,8 +96,8 @@ static void run(const Args &args)
     //! [post_read]
 
     step(7, "poll the completion queue until the %s completes", try_write ? "WRITE" : "READ");
-    poll_completion(cq.get(), args.timeout_s, try_write ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ,
-                    try_write ? "the RDMA WRITE into memory that grants only remote read" : "the RDMA READ");
+    done.wait(1, try_write ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, args.timeout_s,
+              try_write ? "the RDMA WRITE into memory that grants only remote read" : "the RDMA READ");
     if (try_write)
         throw Error("the RDMA WRITE succeeded although the responder granted only remote read",
                     "the responder's memory region must not include IBV_ACCESS_REMOTE_WRITE");
@@ -102,7 +105,7 @@ static void run(const Args &args)
     result("Read from responder: \"%.*s\"", static_cast<int>(n), buf.data());
 
     step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
-    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+    send_goodbye(qp.get(), done, args.timeout_s);
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");

@@ -37,8 +37,10 @@ static void run(const Args &args)
     //! [reg_mr]
 
     step(3, "create a completion queue and an RC queue pair that accepts remote reads");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ); // the QP must grant remote read too
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
@@ -51,7 +53,7 @@ static void run(const Args &args)
     // Responder resources (max_dest_rd_atomic, set at RTR): how many READs the requester may have
     // outstanding at us at once. Our device keeps state for each one until its response data is sent;
     // the requester's max_rd_atomic (initiator depth) should not exceed it. Bounded by the device's
-    // max_qp_rd_atom; at least 1, because with 0 our QP refuses every incoming READ.
+    // max_qp_rd_atom; at least 1, because with 0 our QP answers every incoming READ with a NAK.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
     //! [rd_atomic]
     ResourceDescriptor mmap{};
@@ -60,11 +62,11 @@ static void run(const Args &args)
     mmap.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
     mmap.rkey = mr->rkey;
     mmap.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_read_requester)",
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_read_requester)",
                                   rd_atomic, &mmap);
 
     step(6, "wait for the goodbye; the READ itself gives us no completion");
-    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its READ)");
+    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its READ)");
     result("Responder memory still holds: \"%s\"", args.message.c_str());
     if (std::memcmp(buf.data(), args.message.data(), args.message.size()) != 0)
         throw Error("the exported buffer changed although it grants no remote write", "this should never happen; check dmesg");

@@ -32,8 +32,10 @@ static void run(const Args &args)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair (no remote access: SEND needs none)");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     qp_to_init(qp.get(), dev, 0);
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
@@ -57,10 +59,10 @@ static void run(const Args &args)
 
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the sender (rdma_send)");
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the sender (rdma_send)");
 
     step(6, "poll the completion queue until the message has arrived");
-    const ibv_wc wc = poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the message from the sender");
+    const ibv_wc wc = done.wait(1, IBV_WC_RECV, args.timeout_s, "the message from the sender");
     // byte_len is how many bytes the SEND carried: the buffer holds exactly those.
     result("Got from sender: \"%.*s\"", static_cast<int>(wc.byte_len), buf.data());
 

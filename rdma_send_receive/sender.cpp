@@ -35,14 +35,16 @@ static void run(const Args &args)
     //! [reg_mr]
 
     step(3, "create a completion queue and an RC queue pair");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     info("QPN 0x%06x", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // The receiver answers (or accepts) only after it has posted its receive: our SEND cannot arrive too early.
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the receiver (rdma_receive)");
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the receiver (rdma_receive)");
 
     step(5, "post a SEND of %zu bytes", args.message.size());
     result("Submitting RDMA send task that sends \"%s\" to receiver", args.message.c_str());
@@ -63,7 +65,7 @@ static void run(const Args &args)
 
     step(6, "poll the completion queue until the SEND completes");
     // Success means the receiver's device acknowledged the message into a posted receive.
-    poll_completion(cq.get(), args.timeout_s, IBV_WC_SEND, "the SEND completion");
+    done.wait(1, IBV_WC_SEND, args.timeout_s, "the SEND completion");
     result("Sender has sent: \"%s\"", args.message.c_str());
 
     if (args.use_cm) {

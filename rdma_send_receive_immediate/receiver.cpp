@@ -48,7 +48,8 @@ static void run(const Args &args)
     info("addr %p, length %zu, lkey 0x%x", buf.data(), buf.size(), mr->lkey);
 
     step(3, "create a completion queue and an RC queue pair");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     // Receiving a SEND needs no remote permission on the QP: the peer touches no memory of ours by address.
     qp_to_init(qp.get(), dev, 0);
@@ -106,6 +107,8 @@ static void run(const Args &args)
                   prepost_receive ? "" : "nothing can arrive without a posted receive: the sender's SEND was refused "
                                          "(Receiver Not Ready). Failing to submit a receive task prior to the send task "
                                          "results in a fatal failure; run without --no-prepost-receive");
+    // Our one receive is the only request outstanding on this CQ, so the next completion is its own.
+    // (With several, find yours by wr_id: Completions in completions.hpp.)
     while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0)
         waiter.pause();
     // A message longer than the posted receive: the IB spec (and hardware) says IBV_WC_LOC_LEN_ERR;

@@ -47,7 +47,8 @@ static void run(const Args &args)
     info("addr %p, length %zu, lkey 0x%x", buf.data(), buf.size(), mr->lkey);
 
     step(3, "create a completion queue and an RC queue pair");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     // The peer may do nothing to our memory through this QP: a SEND needs no remote permission.
     qp_to_init(qp.get(), dev, 0);
@@ -102,7 +103,7 @@ static void run(const Args &args)
     step(7, "poll the completion queue until the receiver has acknowledged the SEND");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the SEND with immediate completion");
-    while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0)
+    while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0) // our SEND is all that is outstanding here
         waiter.pause();
     //! [send_errors]
     // As for a plain SEND: a failure here means the RECEIVER was not ready for it. A SEND with immediate

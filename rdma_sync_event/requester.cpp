@@ -25,7 +25,7 @@ constexpr std::uint64_t notify_value = 0xD0CA;
 constexpr std::uint64_t done_value = UINT64_MAX;
 
 /** One 8-byte RDMA WRITE (notify-set) or READ (get) of the remote event, waited for. */
-void post_event_op(ibv_qp *qp, ibv_cq *cq, const ibv_mr *mr, char *local, const ResourceDescriptor &event,
+void post_event_op(ibv_qp *qp, Completions &done, const ibv_mr *mr, char *local, const ResourceDescriptor &event,
                    ibv_wr_opcode opcode, int timeout_s)
 {
     //! [post_event_op]
@@ -34,6 +34,7 @@ void post_event_op(ibv_qp *qp, ibv_cq *cq, const ibv_mr *mr, char *local, const 
     sge.length = sizeof(std::uint64_t);
     sge.lkey = mr->lkey;
     ibv_send_wr wr{};
+    wr.wr_id = 1;       // comes back in the completion: how the wait below finds it
     wr.opcode = opcode; // IBV_WR_RDMA_WRITE = notify-set, IBV_WR_RDMA_READ = get
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -44,8 +45,8 @@ void post_event_op(ibv_qp *qp, ibv_cq *cq, const ibv_mr *mr, char *local, const 
     check_rc(ibv_post_send(qp, &wr, &bad_wr), opcode == IBV_WR_RDMA_WRITE ? "ibv_post_send(RDMA_WRITE: notify-set)"
                                                                           : "ibv_post_send(RDMA_READ: get)");
     //! [post_event_op]
-    poll_completion(cq, timeout_s, opcode == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ,
-                    opcode == IBV_WR_RDMA_WRITE ? "the notify-set (RDMA WRITE)" : "the get (RDMA READ)");
+    done.wait(1, opcode == IBV_WR_RDMA_WRITE ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, timeout_s,
+              opcode == IBV_WR_RDMA_WRITE ? "the notify-set (RDMA WRITE)" : "the get (RDMA READ)");
 }
 } // namespace
 
@@ -61,13 +62,15 @@ static void run(const Args &args)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its sync-event descriptor"
                         : "exchange descriptors with the responder and get its sync-event descriptor");
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16)); // for the READs
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_sync_event_responder)",
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_sync_event_responder)",
                                    rd_atomic, ResourceKind::sync_event);
     const ResourceDescriptor &event = x.resource;
     info("sync event at addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(event.addr),
@@ -80,7 +83,7 @@ static void run(const Args &args)
                     "the responder must export exactly its 8-byte counter");
     if (event.addr % sizeof(std::uint64_t) != 0)
         throw Error("the sync event's address is not 8-byte aligned; nothing was posted",
-                    "the responder must export an aligned 64-bit counter, so that it is written as one unit");
+                    "the responder must export an 8-byte aligned 64-bit word: the event");
     const int needed = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     if ((event.access & needed) != needed)
         throw Error("the sync event does not grant remote read and write (access " + access_to_string(event.access) + ")",
@@ -89,7 +92,7 @@ static void run(const Args &args)
 
     step(5, "notify-set: RDMA WRITE 0x%llx into the remote event", static_cast<unsigned long long>(notify_value));
     std::memcpy(set, &notify_value, sizeof notify_value);
-    post_event_op(qp.get(), cq.get(), mr.get(), set, event, IBV_WR_RDMA_WRITE, args.timeout_s);
+    post_event_op(qp.get(), done, mr.get(), set, event, IBV_WR_RDMA_WRITE, args.timeout_s);
 
     step(6, "get: RDMA READ the event until the responder has moved it past 0x%llx",
          static_cast<unsigned long long>(notify_value));
@@ -98,7 +101,7 @@ static void run(const Args &args)
     Waiter waiter(args.timeout_s, "the sync event to pass 0xd0ca (the responder signals 0xd0cb)",
                   "the responder is stopped or gone; check its output");
     for (;;) {
-        post_event_op(qp.get(), cq.get(), mr.get(), got, event, IBV_WR_RDMA_READ, args.timeout_s);
+        post_event_op(qp.get(), done, mr.get(), got, event, IBV_WR_RDMA_READ, args.timeout_s);
         std::memcpy(&value, got, sizeof value);
         if (value != last) {
             result("Received sync event value 0x%llx", static_cast<unsigned long long>(value));
@@ -112,11 +115,11 @@ static void run(const Args &args)
 
     step(7, "notify-set the completion value UINT64_MAX");
     std::memcpy(set, &done_value, sizeof done_value);
-    post_event_op(qp.get(), cq.get(), mr.get(), set, event, IBV_WR_RDMA_WRITE, args.timeout_s);
+    post_event_op(qp.get(), done, mr.get(), set, event, IBV_WR_RDMA_WRITE, args.timeout_s);
     result("Remote sync event has been notified for completion successfully");
 
     step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
-    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+    send_goodbye(qp.get(), done, args.timeout_s);
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");

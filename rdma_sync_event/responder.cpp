@@ -51,16 +51,19 @@ static void run(const Args &args)
     step(2, "register the 8-byte sync event (local read/write + remote read/write)");
     Buffer buf(sizeof(std::uint64_t)); // page-aligned, so the event is 8-byte aligned; starts at 0
     //! [reg_mr]
-    // The requester sets the event (remote write) and gets it (remote read). An aligned 8-byte word is
-    // written as one unit, so a get never sees half of a set.
+    // The requester sets the event (remote write) and gets it (remote read). On x86 with PCIe (and
+    // Soft-RoCE on x86) an aligned 8-byte word is placed as one unit, so polling it never sees half a
+    // set; verbs do not promise that (ibv_query_qp_data_in_order(3) says where it holds).
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
     //! [reg_mr]
     std::atomic_ref<std::uint64_t> event(*reinterpret_cast<std::uint64_t *>(buf.data()));
 
     step(3, "create a completion queue and an RC queue pair that accepts remote reads and writes");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
 
     step(4, "post a receive for the requester's goodbye");
@@ -75,7 +78,7 @@ static void run(const Args &args)
     se.length = sizeof(std::uint64_t);
     se.rkey = mr->rkey;
     se.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_sync_event_requester)",
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_sync_event_requester)",
                                   rd_atomic, &se);
 
     step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
@@ -94,7 +97,7 @@ static void run(const Args &args)
     result("Sync event completion value 0x%llx received", static_cast<unsigned long long>(done_value));
 
     step(9, "wait for the goodbye, then release the event");
-    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND)");
+    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND)");
 
     if (args.use_cm) {
         step(10, "disconnect from the requester (RDMA CM)");

@@ -43,18 +43,21 @@ static void run(const Args &args)
 
     step(3, "create a completion queue and an RC queue pair");
     //! [create_qp]
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // A CQ must have room for every completion that can be waiting in it: each signaled send request
+    // and each receive of every QP that completes into it (16 + 16 here). An overrun CQ is an error.
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16 + 16, nullptr, nullptr, 0), "ibv_create_cq"));
     ibv_qp_init_attr init{};
     init.send_cq = cq.get();     // completions of our sends, writes and reads
-    init.recv_cq = cq.get();     // completions of our receives (none here)
+    init.recv_cq = cq.get();     // completions of our receives (with -cm: the mmap descriptor)
     init.qp_type = IBV_QPT_RC;   // Reliable Connected: acknowledged, in order, one peer
-    init.sq_sig_all = 1;         // every send-queue request produces a completion
+    init.sq_sig_all = 0;         // a send request completes only if posted with IBV_SEND_SIGNALED
     init.cap.max_send_wr = 16;
     init.cap.max_recv_wr = 16;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     QpPtr qp(check(ibv_create_qp(pd.get(), &init), "ibv_create_qp"));
     //! [create_qp]
+    Completions done(cq.get()); // the helpers below find their completions by wr_id (completions.hpp)
     info("QPN 0x%06x", qp->qp_num);
 
     ResourceDescriptor mmap{}; // where the responder lets us write, from a file or in-band
@@ -71,7 +74,7 @@ static void run(const Args &args)
         cm = cm_connect(args, dev, qp.get()); // resolve, connect, then RTR/RTS with the CM's attributes
         //! [cm_connect]
         step(5, "receive the responder's mmap descriptor, which it SENDs right after accepting");
-        const std::string text = mmap_text.wait(cq.get(), args.timeout_s);
+        const std::string text = mmap_text.wait(done, args.timeout_s);
         mmap = parse_resource_descriptor(text, "the responder's SEND", ResourceKind::mmap);
     } else {
         step(4, "publish our connection descriptor and wait for the responder's answer");
@@ -95,7 +98,7 @@ static void run(const Args &args)
         ibv_qp_attr attr{};
         attr.qp_state = IBV_QPS_INIT;
         attr.port_num = dev.port;           // the physical port this QP sends from
-        attr.pkey_index = 0;                // partition key 0: the default partition
+        attr.pkey_index = 0;                // P_Key index 0: the port's first partition key, the default one
         attr.qp_access_flags = 0;           // what the PEER may do through this QP: nothing, we only initiate
         check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
                  "ibv_modify_qp(INIT)");
@@ -105,10 +108,12 @@ static void run(const Args &args)
         attr.path_mtu = path_mtu(dev, remote.mtu); // largest packet payload both sides support
         attr.dest_qp_num = remote.qp_num;   // the peer's QP, from its descriptor
         attr.rq_psn = remote.psn;           // the first sequence number the peer will send
-        attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
-        attr.min_rnr_timer = 12;            // 0.64 ms: how long a sender waits when we have no receive posted
+        attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none (a READ or
+                                            // atomic responder needs >= 1)
+        attr.min_rnr_timer = 12;            // code 12 = 0.64 ms: how long a sender waits when we have no receive
+                                            // posted (0 would mean 655 ms: the IBTA table of RNR timer codes)
         attr.ah_attr.is_global = 1;         // RoCE routes by GID, so every packet carries a global route header
-        attr.ah_attr.grh.dgid = remote.gid; // the peer's GID (its IP address, on RoCE v2)
+        attr.ah_attr.grh.dgid = remote.gid; // the peer's GID (on RoCE, built from its IP address)
         attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
         attr.ah_attr.grh.hop_limit = 64;    // like an IP TTL
         attr.ah_attr.dlid = remote.lid;     // InfiniBand only; 0 on RoCE
@@ -121,13 +126,16 @@ static void run(const Args &args)
         attr.qp_state = IBV_QPS_RTS;        // Ready To Send
         attr.sq_psn = psn;                  // our first sequence number, as published
         attr.timeout = 14;                  // wait 4.096 us * 2^14 = 67 ms for an ACK before resending
-        attr.retry_cnt = 6;                 // resend 6 times, then fail with RETRY_EXC_ERR (7 = forever)
-        attr.rnr_retry = 6;                 // retry 6 times when the peer has no receive (7 = forever)
+        attr.retry_cnt = 6;                 // resend 6 times, then fail with RETRY_EXC_ERR: 7 sends of 67 ms,
+                                            // ~0.5 s for a dead peer (a count: 7 = 7 retries, but rdma_rxe
+                                            // alone treats 7 as forever)
+        attr.rnr_retry = 6;                 // retry 6 times when the peer has no receive (7 = forever, IBTA)
         attr.max_rd_atomic = 0;             // READs/atomics we may have in flight: none, we only write
         check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
                                                      IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
                  "ibv_modify_qp(RTS)");
         //! [modify_qp]
+        trace_qp_timers(qp.get()); // -v: what the QP now holds
     }
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
          mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
@@ -161,6 +169,8 @@ static void run(const Args &args)
 
     step(7, "poll the completion queue until the WRITE completes");
     //! [poll]
+    // The WRITE is the only request outstanding on this CQ, so the next completion is its own. With
+    // several outstanding, find yours by wr_id: completions of different queues come in any order.
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the RDMA WRITE completion");
     while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0)
@@ -170,7 +180,7 @@ static void run(const Args &args)
     result("Requester has written: \"%s\"", args.message.c_str());
 
     step(8, "say goodbye with a zero-length SEND: on RC it arrives after the WRITE");
-    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+    send_goodbye(qp.get(), done, args.timeout_s);
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");

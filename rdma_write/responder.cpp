@@ -41,8 +41,10 @@ static void run(const Args &args)
     info("addr %p, length %zu, rkey 0x%x", buf.data(), buf.size(), mr->rkey);
 
     step(3, "create a completion queue and an RC queue pair that accepts remote writes");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     // The QP must allow remote write too: the MR and the QP each have to grant it.
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE);
     info("QPN 0x%06x, state INIT", qp->qp_num);
@@ -71,7 +73,7 @@ static void run(const Args &args)
         //! [cm_accept]
         step(6, "export the buffer: SEND our mmap descriptor over the new connection");
         // The requester posted its receive for this before connecting, so the SEND finds it.
-        send_descriptor(pd.get(), qp.get(), cq.get(), format_descriptor(mmap), args.timeout_s);
+        send_descriptor(pd.get(), qp.get(), done, format_descriptor(mmap), args.timeout_s);
     } else {
         step(5, "wait for the requester's connection descriptor, then move the QP to RTR and RTS");
         const ConnectionDescriptor remote = wait_for_connection_descriptor(
@@ -96,7 +98,7 @@ static void run(const Args &args)
 
     step(7, "wait for the goodbye; the WRITE itself gives us no completion");
     //! [goodbye]
-    poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its WRITE)");
+    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its WRITE)");
     //! [goodbye]
 
     step(8, "read what the requester wrote into our memory");

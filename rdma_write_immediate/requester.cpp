@@ -37,13 +37,15 @@ static void run(const Args &args)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     info("QPN 0x%06x", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_write_immediate_responder)",
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_write_immediate_responder)",
                                    0, ResourceKind::mmap);
     const ResourceDescriptor &mmap = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
@@ -77,7 +79,7 @@ static void run(const Args &args)
     //! [post_write_imm]
 
     step(6, "poll the completion queue until the WRITE completes");
-    poll_completion(cq.get(), args.timeout_s, IBV_WC_RDMA_WRITE, "the RDMA WRITE with immediate");
+    done.wait(1, IBV_WC_RDMA_WRITE, args.timeout_s, "the RDMA WRITE with immediate");
     result("Requester has written: \"%s\" with immediate 0x%x", args.message.c_str(), immediate);
     // No goodbye, unlike rdma_write: the immediate already gave the responder its completion, and on
     // RC that completion comes only after the written bytes are in its memory.

@@ -40,8 +40,10 @@ static void run(const Args &args)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair that accepts remote writes");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16, nullptr, nullptr, 0), "ibv_create_cq"));
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    Completions done(cq.get()); // every wait finds its own completion by wr_id
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE);
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
@@ -69,16 +71,16 @@ static void run(const Args &args)
     mmap.length = static_cast<std::uint32_t>(buf.size());
     mmap.rkey = mr->rkey;
     mmap.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_write_immediate_requester)",
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_write_immediate_requester)",
                                   0, &mmap);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     //! [poll_imm]
     // This completion is our only notification: unlike rdma_write, no goodbye SEND follows.
-    const ibv_wc wc = poll_completion(cq.get(), args.timeout_s, IBV_WC_RECV_RDMA_WITH_IMM,
-                                      prepost ? "the requester's RDMA WRITE with immediate"
-                                              : "the requester's RDMA WRITE with immediate, which cannot complete "
-                                                "here: --no-prepost-receive posted no receive for it to consume");
+    const ibv_wc wc = done.wait(1, IBV_WC_RECV_RDMA_WITH_IMM, args.timeout_s,
+                                prepost ? "the requester's RDMA WRITE with immediate"
+                                        : "the requester's RDMA WRITE with immediate, which cannot complete "
+                                          "here: --no-prepost-receive posted no receive for it to consume");
     if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != immediate)
         throw Error("the completion carries no immediate 0xabcd", "is the peer rdma_write_immediate_requester?");
     //! [poll_imm]

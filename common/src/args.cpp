@@ -82,7 +82,7 @@ void apply_common(Args &a, const ProgramSpec &spec, const std::string &name, con
         else if (v == "gid")
             a.server_addr_type = AddrType::gid;
         else
-            throw UsageError(flag + ": expected ipv4, ipv6 or gid, got \"" + v + "\"");
+            throw UsageError(flag + ": expected ipv4, ipv6 or gid, got " + quote(v));
     } else if (name == "send-string" || name == "read-string" || name == "write-string") {
         if (v.size() > max_message_length)
             throw UsageError(flag + ": the string is " + std::to_string(v.size()) + " bytes; the limit is " +
@@ -129,7 +129,7 @@ std::uint64_t parse_number(const std::string &flag, const std::string &text, std
     }
     if (!ok || v < lo || v > hi)
         throw UsageError(flag + ": expected a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
-                         ", got \"" + text + "\"");
+                         ", got " + quote(text));
     return v;
 }
 
@@ -257,8 +257,8 @@ int run_sample(const ProgramSpec &spec, int argc, char **argv, const std::functi
     } catch (const DescriptorError &e) {
         std::fflush(stdout);
         std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
-        std::fprintf(stderr, "hint: the descriptor file is not one this program wrote; copy it again from the peer, "
-                             "unchanged\n");
+        std::fprintf(stderr, "hint: the descriptor file is not one this program wrote: check the path (-re, -m), or copy it "
+                             "again from the peer, unchanged\n");
     } catch (const std::exception &e) {
         std::fflush(stdout);
         std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());

@@ -2,6 +2,7 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string_view>
@@ -117,6 +118,31 @@ const char *wc_opcode_name(ibv_wc_opcode opcode)
     case IBV_WC_RECV_RDMA_WITH_IMM: return "IBV_WC_RECV_RDMA_WITH_IMM";
     default: return "IBV_WC_(other)";
     }
+}
+
+std::string quote(const std::string &text, std::size_t max)
+{
+    std::string out = "\"";
+    const std::size_t shown = std::min(text.size(), max);
+    for (std::size_t i = 0; i < shown; ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        if (c == '\n')
+            out += "\\n";
+        else if (c == '\r')
+            out += "\\r";
+        else if (c == '\t')
+            out += "\\t";
+        else if (c == '"' || c == '\\')
+            out += std::string("\\") + static_cast<char>(c);
+        else if (c < 0x20 || c >= 0x7f) {
+            char esc[8];
+            std::snprintf(esc, sizeof esc, "\\x%02x", c);
+            out += esc;
+        } else
+            out += static_cast<char>(c);
+    }
+    out += shown < text.size() ? "...\" (" + std::to_string(text.size()) + " bytes)" : "\"";
+    return out;
 }
 
 void fail_errno(const std::string &call, int err)

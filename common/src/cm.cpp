@@ -65,7 +65,7 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
         in6->sin6_port = htons(port);
         return a;
     }
-    // A GID. On RoCE v2 every GID is an IP address of the interface the device is bound to: the
+    // A GID. On RoCE (v1 and v2) every GID is built from an IP address of the interface: the
     // IPv4-mapped ::ffff:a.b.c.d stands for a.b.c.d, any other for the IPv6 address it spells.
     ibv_gid gid{};
     if (!gid_from_string(text, gid))
@@ -202,29 +202,33 @@ void check_cm_device(const rdma_cm_id *id, const Device &dev)
                     "pass -d " + cm_dev + " so that the QP lives on the device the CM uses");
 }
 
-rdma_conn_param cm_conn_param(const ibv_qp *qp, int rd_atomic)
+rdma_conn_param cm_conn_param(const ibv_qp *qp, int responder_resources, int initiator_depth)
 {
     rdma_conn_param p{};
     p.qp_num = qp->qp_num;                     // our own QP (not rdma_create_qp's): tell the CM its number
-    p.responder_resources = static_cast<std::uint8_t>(rd_atomic); // READs/atomics the peer may have at us
-    p.initiator_depth = static_cast<std::uint8_t>(rd_atomic);     // ... and we at the peer
-    p.retry_count = rc_retry_cnt;              // 6, not 7: 7 would retry forever against a dead peer
-    p.rnr_retry_count = rc_rnr_retry;          // the same for "receiver not ready"
+    p.responder_resources = static_cast<std::uint8_t>(responder_resources); // READs/atomics the peer may have at us
+    p.initiator_depth = static_cast<std::uint8_t>(initiator_depth);         // ... and we at the peer
+    p.retry_count = rc_retry_cnt;              // 6: on Soft-RoCE 7 would retry forever (see rc_qp.hpp)
+    p.rnr_retry_count = rc_rnr_retry;          // 6, not 7: 7 means "forever" for RNR (IBTA)
     p.flow_control = 1;
     return p;
 }
 
-void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int rd_atomic)
+void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources, int initiator_depth)
 {
     //! [cm_ready_qp]
     // The CM knows everything the descriptor files carried: it asks the kernel for the RTR attributes
     // (peer QPN, its PSN, the address vector with both GIDs, the path MTU) and the RTS ones (our PSN,
-    // ACK timeout, retry counts). We apply them with the same ibv_modify_qp() as rdma_write.
+    // ACK timeout, retry counts). We apply them with the same ibv_modify_qp() as rdma_write, after
+    // setting what the lesson chose itself: the CM's own defaults differ (min_rnr_timer 0 = 655 ms,
+    // an ACK timeout from the path's packet lifetime).
     ibv_qp_attr attr{};
     int mask = 0;
     attr.qp_state = IBV_QPS_RTR;
     check_rc(rdma_init_qp_attr(id, &attr, &mask), "rdma_init_qp_attr(RTR)");
-    attr.max_dest_rd_atomic = static_cast<std::uint8_t>(rd_atomic);
+    attr.max_dest_rd_atomic = static_cast<std::uint8_t>(responder_resources);
+    attr.min_rnr_timer = rc_min_rnr_timer;
+    mask |= IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER;
     info("CM: peer QPN 0x%06x, PSN 0x%06x, GID %s, GID index %u", attr.dest_qp_num, attr.rq_psn,
          gid_to_string(attr.ah_attr.grh.dgid).c_str(), attr.ah_attr.grh.sgid_index);
     check_rc(ibv_modify_qp(qp, &attr, mask), "ibv_modify_qp(RTR)");
@@ -233,9 +237,14 @@ void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int rd_atomic)
     mask = 0;
     attr.qp_state = IBV_QPS_RTS;
     check_rc(rdma_init_qp_attr(id, &attr, &mask), "rdma_init_qp_attr(RTS)");
-    attr.max_rd_atomic = static_cast<std::uint8_t>(rd_atomic);
+    attr.max_rd_atomic = static_cast<std::uint8_t>(initiator_depth);
+    attr.timeout = rc_timeout;
+    attr.retry_cnt = rc_retry_cnt;
+    attr.rnr_retry = rc_rnr_retry;
+    mask |= IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY;
     check_rc(ibv_modify_qp(qp, &attr, mask), "ibv_modify_qp(RTS)");
     //! [cm_ready_qp]
+    trace_qp_timers(qp);
 }
 
 CmConnection cm_listen(const Args &args, int backlog)
@@ -267,7 +276,7 @@ CmConnection cm_listen(const Args &args, int backlog)
     return c;
 }
 
-CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_atomic)
+CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int initiator_depth)
 {
     if (!args.server_addr)
         throw Error("-cm: this side is the RDMA CM client but no server address was given",
@@ -279,6 +288,7 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_
     for (bool told = false;; told = true) {
         CmConnection c;
         c.peer = peer;
+        c.qp = qp;
         c.channel = create_event_channel();
         rdma_cm_id *id = nullptr;
         check_rc(rdma_create_id(c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
@@ -315,7 +325,7 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_
                  id->port_num);
 
         // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
-        rdma_conn_param param = cm_conn_param(qp, rd_atomic);
+        rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
         check_rc(rdma_connect(id, &param), "rdma_connect");
         CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
         if (ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 8 && Clock::now() < deadline) {
@@ -330,17 +340,28 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_
         if (!ev)
             throw Error("timed out after " + std::to_string(args.timeout_s) + " s waiting for the server to accept",
                         "is the server running on " + peer + "? raise -t if it is just slow");
+        // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
+        // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead.
         if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
             throw cm_event_error(*ev, "the server to accept", peer);
+        // The REP says how many READs/atomics the server accepts in flight from us (its responder
+        // resources): with fewer than we need, a READ could never be sent. The event gives the values
+        // from OUR side: the server's responder resources arrive as our initiator_depth.
+        const int granted = ev->param.conn.initiator_depth;
+        if (granted < initiator_depth)
+            throw Error("the server accepts " + std::to_string(granted) + " READ/atomic request(s) in flight, this "
+                            "sample needs " + std::to_string(initiator_depth),
+                        "the server's QP must allow READs and atomics (max_dest_rd_atomic >= 1): is it the matching "
+                        "responder of this sample?");
         // 4. We created the QP ourselves, so we take it to RTR and RTS, then tell the CM (an RTU message):
         //    the server sees RDMA_CM_EVENT_ESTABLISHED.
-        cm_ready_qp(id, qp, rd_atomic);
+        cm_ready_qp(id, qp, 0, initiator_depth);
         check_rc(rdma_establish(id), "rdma_establish");
         return c;
     }
 }
 
-CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int rd_atomic)
+CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int responder_resources)
 {
     if (args.server_addr)
         throw Error("-cm: this side is the RDMA CM server, it takes no -sa",
@@ -352,10 +373,16 @@ CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int rd_a
                                      "a client to connect", c.peer);
     c.id.reset(req->id); // a connection request comes with a new cm_id: ours to destroy
     c.peer = addr_to_string(rdma_get_peer_addr(req->id));
+    c.qp = qp;
     check_cm_device(req->id, dev);
+    // Stay within the client's offer (IBTA CM: a REP's responder resources <= the REQ's initiator
+    // depth, its initiator depth <= the REQ's responder resources). The event gives the values from
+    // OUR side: the client's initiator depth arrives as responder_resources, "what you must accept".
+    // This server never READs, so its initiator depth is 0; it grants at most what the client asked.
+    const int rr = std::min<int>(responder_resources, req->param.conn.responder_resources);
     // Ready to receive (and send) before we accept: the client may post the moment it hears our REP.
-    cm_ready_qp(req->id, qp, rd_atomic);
-    rdma_conn_param param = cm_conn_param(qp, rd_atomic);
+    cm_ready_qp(req->id, qp, rr, 0);
+    rdma_conn_param param = cm_conn_param(qp, rr, 0);
     check_rc(rdma_accept(req->id, &param), "rdma_accept");
     req.reset();
     expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ESTABLISHED, args.timeout_s, "the connection to be established",
@@ -372,6 +399,9 @@ void cm_disconnect(CmConnection &c, int timeout_s)
     check_rc(rdma_disconnect(c.id.get()), "rdma_disconnect");
     expect_cm_event(c.channel.get(), RDMA_CM_EVENT_DISCONNECTED, timeout_s, "the disconnect to complete", c.peer);
     c.disconnected = true;
+    // rdma_disconnect() moves only a QP of librdmacm's own (rdma_create_qp()) to ERR; ours we move.
+    if (c.qp != nullptr)
+        qp_to_error(c.qp);
 }
 
 DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descriptor_text)
@@ -383,20 +413,20 @@ DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descript
     sge.length = static_cast<std::uint32_t>(buf_.size());
     sge.lkey = mr_->lkey;
     ibv_recv_wr wr{};
-    wr.wr_id = 0xde5c;
+    wr.wr_id = descriptor_wr_id;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad = nullptr;
     check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(descriptor, " + std::to_string(buf_.size()) + " bytes)");
 }
 
-std::string DescriptorReceive::wait(ibv_cq *cq, int timeout_s)
+std::string DescriptorReceive::wait(Completions &done, int timeout_s)
 {
-    const ibv_wc wc = poll_completion(cq, timeout_s, IBV_WC_RECV, "the peer's descriptor (a SEND right after connecting)");
+    const ibv_wc wc = done.wait(descriptor_wr_id, IBV_WC_RECV, timeout_s, "the peer's descriptor (a SEND right after connecting)");
     return std::string(buf_.data(), wc.byte_len);
 }
 
-void send_descriptor(ibv_pd *pd, ibv_qp *qp, ibv_cq *cq, const std::string &text, int timeout_s)
+void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::string &text, int timeout_s)
 {
     if (text.size() > max_descriptor_text)
         throw Error("the descriptor is " + std::to_string(text.size()) + " bytes, more than the peer's receive holds",
@@ -410,14 +440,14 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, ibv_cq *cq, const std::string &text
     sge.length = static_cast<std::uint32_t>(text.size());
     sge.lkey = mr->lkey;
     ibv_send_wr wr{};
-    wr.wr_id = 0xde5c;
+    wr.wr_id = descriptor_wr_id;
     wr.opcode = IBV_WR_SEND;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, descriptor)");
-    poll_completion(cq, timeout_s, IBV_WC_SEND, "the descriptor SEND completion");
+    done.wait(descriptor_wr_id, IBV_WC_SEND, timeout_s, "the descriptor SEND");
 }
 
 int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id)
@@ -450,7 +480,7 @@ void disconnect_clients(rdma_event_channel *ch, std::vector<CmClient> &clients, 
     while (waiting > 0) {
         CmEventPtr ev = next_cm_event(ch, deadline);
         if (!ev)
-            return; // the work is done; a peer that does not confirm its disconnect changes nothing
+            break; // the work is done; a peer that does not confirm its disconnect changes nothing
         const int i = find_client(clients, ev->id);
         if (ev->event == RDMA_CM_EVENT_DISCONNECTED && i >= 0 && !clients[i].disconnected) {
             clients[i].disconnected = true;
@@ -459,6 +489,10 @@ void disconnect_clients(rdma_event_channel *ch, std::vector<CmClient> &clients, 
             reject_request(std::move(ev));
         }
     }
+    // rdma_disconnect() leaves QPs of our own alone: stop each one (any receive still posted is flushed).
+    for (auto &c : clients)
+        if (c.qp != nullptr)
+            qp_to_error(c.qp);
 }
 
 } // namespace rdma_samples

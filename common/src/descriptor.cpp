@@ -48,7 +48,7 @@ public:
                 continue;
             const auto eq = line.find('=');
             if (eq == std::string::npos || eq == 0)
-                fail(n, "expected key=value, got \"" + line + "\"");
+                fail(n, "expected key=value, got " + quote(line));
             const std::string key = line.substr(0, eq);
             if (fields_.count(key))
                 fail(n, key + ": appears twice");
@@ -67,7 +67,7 @@ public:
             for (const auto &k : known)
                 ok = ok || k == key;
             if (!ok)
-                fail(v.line, "unknown key \"" + key + "\"");
+                fail(v.line, "unknown key " + quote(key));
         }
     }
 
@@ -88,7 +88,7 @@ public:
     {
         const std::string &v = text(key);
         const std::string expected = std::string("expected ") + (want_hex ? "a hex number 0x..." : "a decimal number") +
-                                     " up to " + (want_hex ? hex(max, 0) : std::to_string(max)) + ", got \"" + v + "\"";
+                                     " up to " + (want_hex ? hex(max, 0) : std::to_string(max)) + ", got " + quote(v);
         std::string digits = v;
         if (want_hex) {
             if (v.size() < 3 || v[0] != '0' || v[1] != 'x')
@@ -124,7 +124,7 @@ public:
     void expect_header(const std::string &key, const std::string &want) const
     {
         if (text(key) != want)
-            fail(line(key), key + ": expected " + want + ", got \"" + text(key) + "\"");
+            fail(line(key), key + ": expected " + want + ", got " + quote(text(key)));
     }
 
 private:
@@ -137,18 +137,54 @@ private:
     int last_line_ = 0;
 };
 
-std::string read_file(const std::string &path, bool &exists)
-{
-    std::ifstream in(path, std::ios::binary);
-    exists = static_cast<bool>(in);
-    if (!exists)
-        return {};
-    std::ostringstream s;
-    s << in.rdbuf();
-    return s.str();
-}
-
 } // namespace
+
+std::string read_descriptor_text(const std::string &path, bool &exists)
+{
+    // Whatever sits at the path, this returns at once and reads at most max_descriptor_size + 1 bytes:
+    // a FIFO would block open() and read(), a device such as /dev/zero never ends, a directory is not
+    // a file. stat() follows symlinks, so a link is judged by what it points to.
+    exists = false;
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+        if (errno == ENOENT || errno == ENOTDIR)
+            return {}; // not there (yet): the caller waits
+        fail_errno("stat(" + quote(path) + ")", errno);
+    }
+    exists = true;
+    if (S_ISDIR(st.st_mode))
+        throw DescriptorError(path + ": is a directory, not a descriptor file");
+    if (!S_ISREG(st.st_mode))
+        throw DescriptorError(path + ": is a " +
+                              (S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket" : "device or special file") +
+                              ", not a regular file; a descriptor is a small text file");
+    if (st.st_size > static_cast<off_t>(max_descriptor_size))
+        throw DescriptorError(path + ": is too large (" + std::to_string(st.st_size) + " bytes; a descriptor is a few "
+                              "hundred, at most " + std::to_string(max_descriptor_size) + ")");
+    // O_NONBLOCK: if the file was swapped for a FIFO after stat(), open() still returns at once.
+    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        if (errno == ENOENT)
+            return exists = false, std::string();
+        fail_errno("open(" + quote(path) + ")", errno);
+    }
+    std::string text(max_descriptor_size + 1, '\0');
+    std::size_t got = 0;
+    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
+        while (got < text.size()) {
+            const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
+            if (n <= 0)
+                break;
+            got += static_cast<std::size_t>(n);
+        }
+    }
+    ::close(fd);
+    if (got > max_descriptor_size) // it grew while we read it
+        throw DescriptorError(path + ": is too large (more than " + std::to_string(max_descriptor_size) +
+                              " bytes; a descriptor is a few hundred)");
+    text.resize(got);
+    return text;
+}
 
 std::uint64_t new_nonce()
 {
@@ -196,8 +232,8 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
     Fields f(text, source);
     f.expect_header("version", "1");
     if (f.text("kind") != "connection")
-        f.fail(f.line("kind"), "kind: expected connection, got \"" + f.text("kind") +
-                                   "\" (is this the resource descriptor, given to -re by mistake?)");
+        f.fail(f.line("kind"), "kind: expected connection, got " + quote(f.text("kind")) +
+                                   " (is this the resource descriptor, given to -re by mistake?)");
     f.only({"version", "kind", "nonce", "peer_nonce", "qp_num", "psn", "lid", "gid", "mtu"});
     ConnectionDescriptor d;
     d.nonce = f.number("nonce", UINT64_MAX, true);
@@ -207,11 +243,11 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
     d.psn = static_cast<std::uint32_t>(f.number("psn", 0xffffff, true));
     d.lid = static_cast<std::uint16_t>(f.number("lid", 0xffff, true));
     if (!gid_from_string(f.text("gid"), d.gid))
-        f.fail(f.line("gid"), "gid: expected an IPv6-style GID such as ::ffff:10.0.0.1 or fe80::1, got \"" +
-                                  f.text("gid") + "\"");
+        f.fail(f.line("gid"), "gid: expected an IPv6-style GID such as ::ffff:10.0.0.1 or fe80::1, got " +
+                                  quote(f.text("gid")));
     const auto mtu = f.number("mtu", 4096, false);
     if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096)
-        f.fail(f.line("mtu"), "mtu: expected 256, 512, 1024, 2048 or 4096, got \"" + f.text("mtu") + "\"");
+        f.fail(f.line("mtu"), "mtu: expected 256, 512, 1024, 2048 or 4096, got " + quote(f.text("mtu")));
     d.mtu = static_cast<int>(mtu);
     return d;
 }
@@ -221,7 +257,7 @@ ResourceDescriptor parse_resource_descriptor(const std::string &text, const std:
     Fields f(text, source);
     f.expect_header("version", "1");
     if (f.text("kind") != resource_kind_name(kind))
-        f.fail(f.line("kind"), std::string("kind: expected ") + resource_kind_name(kind) + ", got \"" + f.text("kind") + "\"");
+        f.fail(f.line("kind"), std::string("kind: expected ") + resource_kind_name(kind) + ", got " + quote(f.text("kind")));
     f.only({"version", "kind", "nonce", "peer_nonce", "addr", "length", "rkey", "access"});
     ResourceDescriptor d;
     d.kind = kind;
@@ -237,7 +273,7 @@ ResourceDescriptor parse_resource_descriptor(const std::string &text, const std:
     d.rkey = static_cast<std::uint32_t>(f.number("rkey", 0xffffffff, true));
     d.access = access_from_string(f.text("access"));
     if (d.access < 0)
-        f.fail(f.line("access"), "access: expected flags such as local_write|remote_write, got \"" + f.text("access") + "\"");
+        f.fail(f.line("access"), "access: expected flags such as local_write|remote_write, got " + quote(f.text("access")));
     return d;
 }
 
@@ -281,7 +317,7 @@ template <typename D, typename Parse> D wait_for(const WaitFor &w, Parse parse)
     auto bad_since = std::chrono::steady_clock::now();
     for (;;) {
         bool exists = false;
-        const std::string text = read_file(w.path, exists);
+        const std::string text = read_descriptor_text(w.path, exists);
         if (exists) {
             try {
                 D d = parse(text, w.path);

@@ -150,4 +150,25 @@ Device open_device(const Args &args)
     return dev;
 }
 
+const char *atomic_cap_name(ibv_atomic_cap cap)
+{
+    switch (cap) {
+    case IBV_ATOMIC_NONE: return "IBV_ATOMIC_NONE";
+    case IBV_ATOMIC_HCA: return "IBV_ATOMIC_HCA";
+    case IBV_ATOMIC_GLOB: return "IBV_ATOMIC_GLOB";
+    }
+    return "IBV_ATOMIC_(unknown)";
+}
+
+void require_atomics(const Device &dev)
+{
+    const ibv_atomic_cap cap = dev.device_attr.atomic_cap;
+    if (cap == IBV_ATOMIC_NONE)
+        throw Error("device " + dev.name + " does not support atomic operations (atomic_cap is IBV_ATOMIC_NONE)",
+                    "use a device whose ibv_devinfo -v shows atomic_cap ATOMIC_HCA or ATOMIC_GLOB, on both sides");
+    info("atomic_cap %s: %s", atomic_cap_name(cap),
+         cap == IBV_ATOMIC_GLOB ? "atomic against every other access to the word, the CPU's included"
+                                : "atomic against other atomics through this device, not against CPU stores or WRITEs");
+}
+
 } // namespace rdma_samples

@@ -4,22 +4,10 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
 
-#include <sched.h>
-
 #include <algorithm>
-#include <chrono>
 #include <random>
-#include <thread>
 
 namespace rdma_samples {
-
-namespace {
-long long now_ns()
-{
-    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-}
-} // namespace
 
 QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps)
 {
@@ -27,7 +15,7 @@ QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps)
     init.send_cq = cq;
     init.recv_cq = cq;
     init.qp_type = IBV_QPT_RC;
-    init.sq_sig_all = 1;
+    init.sq_sig_all = 0; // a send request completes only when posted with IBV_SEND_SIGNALED
     init.cap.max_send_wr = caps.max_send_wr;
     init.cap.max_recv_wr = caps.max_recv_wr;
     init.cap.max_send_sge = 1;
@@ -55,7 +43,7 @@ void qp_to_rtr(ibv_qp *qp, const Device &dev, const ConnectionDescriptor &remote
     attr.dest_qp_num = remote.qp_num;
     attr.rq_psn = remote.psn;
     attr.max_dest_rd_atomic = static_cast<std::uint8_t>(max_dest_rd_atomic);
-    attr.min_rnr_timer = 12; // 0.64 ms before the peer retries a send we had no receive for
+    attr.min_rnr_timer = rc_min_rnr_timer; // 0.64 ms before the peer retries a send we had no receive for
     attr.ah_attr.dlid = remote.lid;
     attr.ah_attr.port_num = dev.port;
     attr.ah_attr.is_global = 1;
@@ -81,6 +69,31 @@ void qp_to_rts(ibv_qp *qp, std::uint32_t psn, int max_rd_atomic)
                            IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
                                IBV_QP_MAX_QP_RD_ATOMIC),
              "ibv_modify_qp(RTS)");
+    trace_qp_timers(qp);
+}
+
+void qp_to_error(ibv_qp *qp)
+{
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_ERR;
+    check_rc(ibv_modify_qp(qp, &attr, IBV_QP_STATE), "ibv_modify_qp(ERR)");
+}
+
+void trace_qp_timers(ibv_qp *qp)
+{
+    if (!verbose())
+        return;
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    check_rc(ibv_query_qp(qp, &attr,
+                          IBV_QP_STATE | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY | IBV_QP_MIN_RNR_TIMER |
+                              IBV_QP_MAX_QP_RD_ATOMIC | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_PATH_MTU,
+                          &init),
+             "ibv_query_qp");
+    trace("QP 0x%06x: timeout %u, retry_cnt %u, rnr_retry %u, min_rnr_timer %u, max_rd_atomic %u, "
+          "max_dest_rd_atomic %u, path_mtu %d",
+          qp->qp_num, attr.timeout, attr.retry_cnt, attr.rnr_retry, attr.min_rnr_timer, attr.max_rd_atomic,
+          attr.max_dest_rd_atomic, mtu_bytes(attr.path_mtu));
 }
 
 int mtu_bytes(ibv_mtu mtu) { return 128 << static_cast<int>(mtu); }
@@ -111,62 +124,32 @@ ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint3
     return d;
 }
 
-Waiter::Waiter(int timeout_s, std::string what, std::string hint)
-    : deadline_ns_(now_ns() + static_cast<long long>(timeout_s) * 1'000'000'000LL), timeout_s_(timeout_s),
-      what_(std::move(what)), hint_(std::move(hint))
-{
-}
-
-void Waiter::pause()
-{
-    if (now_ns() >= deadline_ns_)
-        throw Error("timed out after " + std::to_string(timeout_s_) + " s waiting for " + what_,
-                    hint_.empty() ? "the peer may be gone, stopped or not started; check its output, or raise -t"
-                                  : hint_);
-    // A few polls back to back catch a completion that is about to arrive; after that, give the CPU
-    // away: Soft-RoCE processes packets in the kernel on the same CPUs, and a peer may share our core.
-    if (++polls_ < 64)
-        sched_yield();
-    else
-        std::this_thread::sleep_for(std::chrono::microseconds(polls_ < 2000 ? 200 : 5000));
-}
-
-ibv_wc poll_completion(ibv_cq *cq, int timeout_s, ibv_wc_opcode expected, const std::string &what)
-{
-    ibv_wc wc{};
-    Waiter waiter(timeout_s, what);
-    while (check_poll(ibv_poll_cq(cq, 1, &wc)) == 0)
-        waiter.pause();
-    check_wc(wc, expected, what);
-    return wc;
-}
-
 void post_goodbye_receive(ibv_qp *qp)
 {
     ibv_recv_wr wr{};
-    wr.wr_id = 0x600d;
+    wr.wr_id = goodbye_wr_id;
     wr.num_sge = 0; // a zero-length message needs no buffer
     ibv_recv_wr *bad = nullptr;
     check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(goodbye, 0 bytes)");
 }
 
-void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s)
+void send_goodbye(ibv_qp *qp, Completions &done, int timeout_s)
 {
     ibv_send_wr wr{};
-    wr.wr_id = 0x600d;
+    wr.wr_id = goodbye_wr_id;
     wr.opcode = IBV_WR_SEND;
     wr.num_sge = 0;
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, 0 bytes: goodbye)");
-    poll_completion(cq, timeout_s, IBV_WC_SEND, "the goodbye SEND completion");
+    done.wait(goodbye_wr_id, IBV_WC_SEND, timeout_s, "the goodbye SEND");
 }
 
 } // namespace rdma_samples
 
 namespace rdma_samples {
 
-Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, ibv_cq *cq,
+Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
                            const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
 {
     Exchange x;
@@ -178,7 +161,7 @@ Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_
             text.emplace(pd, qp);
         x.cm = cm_connect(args, dev, qp, max_rd_atomic);
         if (text) {
-            x.resource = parse_resource_descriptor(text->wait(cq, args.timeout_s), peer + "'s SEND", *resource);
+            x.resource = parse_resource_descriptor(text->wait(done, args.timeout_s), peer + "'s SEND", *resource);
             info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
         }
         return x;
@@ -199,7 +182,7 @@ Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_
     return x;
 }
 
-Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, ibv_cq *cq,
+Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
                           const std::string &peer, int max_dest_rd_atomic, ResourceDescriptor *resource)
 {
     Exchange x;
@@ -208,7 +191,7 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
         if (resource) {
             resource->nonce = new_nonce();
             // The requester posted its receive for this before it connected: the SEND finds it.
-            send_descriptor(pd, qp, cq, format_descriptor(*resource), args.timeout_s);
+            send_descriptor(pd, qp, done, format_descriptor(*resource), args.timeout_s);
             info("sent our %s descriptor in-band: addr 0x%llx, length %u, rkey 0x%x, access %s",
                  resource_kind_name(resource->kind), static_cast<unsigned long long>(resource->addr), resource->length,
                  resource->rkey, access_to_string(resource->access).c_str());

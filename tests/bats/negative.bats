@@ -85,3 +85,31 @@ setup() {
     assert_regex "$stderr" "requester: step 4 failed: open\(\"/nonexistent/dir/req.desc.tmp.[0-9]+\"\): No such file or directory"
     assert_regex "$stderr" "hint: the folder does not exist"
 }
+
+@test "a descriptor path that is a FIFO, a directory, a device or a huge file: one line naming it, at once" {
+    local T=$BATS_TEST_TMPDIR start
+    mkfifo "$T/fifo.desc"
+    mkdir "$T/dir.desc"
+    head -c 100000 /dev/zero | tr '\0' 'A' >"$T/huge.desc"
+    ln -s "$T/fifo.desc" "$T/link.desc"
+    for remote in "$T/fifo.desc:is a FIFO, not a regular file" "$T/dir.desc:is a directory" \
+        "/dev/zero:is a device or special file" "$T/huge.desc:is too large (100000 bytes" \
+        "$T/link.desc:is a FIFO, not a regular file"; do
+        start=$SECONDS
+        run -1 --separate-stderr timeout 20 "$RESPONDER" -ld "$T/r.desc" -re "${remote%%:*}" -m "$T/m.desc" -t 10
+        [ $((SECONDS - start)) -le 3 ]
+        [[ "$stderr" == *"responder: step 5 failed: ${remote%%:*}: ${remote#*:}"* ]]
+        assert_regex "$stderr" "hint: the descriptor file is not one this program wrote: check the path"
+        [ "$(printf '%s\n' "$stderr" | wc -l)" -eq 2 ]
+    done
+}
+
+@test "a descriptor value full of control bytes is quoted escaped and cut, never printed raw" {
+    local T=$BATS_TEST_TMPDIR
+    { printf '# rdma-samples connection descriptor\nversion=1\nkind=connection\nnonce=0x1\n'
+      printf 'qp_num=0x1\r\033[2J'; head -c 2000 /dev/zero | tr '\0' 'B'; printf '\npsn=0x1\nlid=0x0\ngid=::1\nmtu=1024\n'; } >"$T/evil.desc"
+    run -1 --separate-stderr timeout 20 "$RESPONDER" -ld "$T/r.desc" -re "$T/evil.desc" -m "$T/m.desc" -t 5
+    assert_regex "$stderr" 'line 5: qp_num: expected a hex number 0x\.\.\. up to 0xffffff, got "0x1\\r\\x1b\[2JBBB.*\.\.\." \(2008 bytes\)'
+    [ "${#stderr}" -lt 600 ]
+    [[ "$stderr" != *$'\r'* ]] && [[ "$stderr" != *$'\033'* ]]
+}

@@ -140,3 +140,79 @@ cm_pair() {
     assert_line --index -1 "Sample finished successfully"
     [ -z "$(ls -A)" ]
 }
+
+# The ACK of the responder's descriptor SEND arrives late, so the requester's next message (its WRITE
+# with immediate, or its goodbye) completes first on the responder's CQ. Soft-RoCE on one machine never
+# delays an ACK, so RDMA_SAMPLES_TEST_REORDER_CQ=MS makes every wait sleep, then hand what the CQ holds
+# to the sorting newest first: the order a NIC may give. Each wait must still find its own completion
+# by wr_id (completions.hpp); -v shows that two completions were reordered.
+reordered_pair() {
+    local server=$1 client=$2
+    shift 2
+    mkdir "$BATS_TEST_TMPDIR/cwd" && cd "$BATS_TEST_TMPDIR/cwd"
+    cm_pair env RDMA_SAMPLES_TEST_REORDER_CQ=1500 "$(prog "$server")" -cm -lp "$PORT" -t 30 -v -- \
+        env RDMA_SAMPLES_TEST_REORDER_CQ=300 "$(prog "$client")" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 "$@"
+    assert_success
+    assert_line --index -1 "Sample finished successfully"
+    assert_equal "$peer_status" 0
+    run echo "$peer_output"
+    assert_line --index -1 "Sample finished successfully"
+}
+
+@test "rdma_write -cm: the goodbye completes before the descriptor SEND's completion; both waits find theirs" {
+    reordered_pair rdma_write_responder rdma_write_requester -w "late ACK"
+    assert_line "  [verbs] test: 2 completions kept newest first"
+    assert_line 'Responder memory now holds: "late ACK"'
+}
+
+@test "rdma_read -cm: the goodbye completes first on the responder; the READ still succeeds" {
+    reordered_pair rdma_read_responder rdma_read_requester
+    assert_line "  [verbs] test: 2 completions kept newest first"
+}
+
+@test "rdma_write_immediate -cm: the immediate completes before the descriptor SEND's completion" {
+    reordered_pair rdma_write_immediate_responder rdma_write_immediate_requester -w "late ACK"
+    assert_line "  [verbs] test: 2 completions kept newest first"
+    assert_line 'Responder memory now holds: "late ACK" (8 bytes, immediate 0xabcd)'
+}
+
+@test "rdma_atomic -cm: the goodbye completes first on the responder; the counter is right" {
+    reordered_pair rdma_atomic_responder rdma_atomic_requester --add 2 --swap 7
+    assert_line "  [verbs] test: 2 completions kept newest first"
+    assert_line --regexp '^Final counter value: 7 '
+}
+
+# The sync-event flow needs the responder between the requester's steps, so its goodbye cannot come
+# before the descriptor SEND's completion; the reordered waits must still all succeed.
+@test "rdma_sync_event -cm: every wait delayed and reordered, the flow still completes" {
+    reordered_pair rdma_sync_event_responder rdma_sync_event_requester
+    assert_line "Sync event completion value 0xffffffffffffffff received"
+}
+
+@test "rdma_send_receive and the immediate pair -cm: one completion per side, delayed, still found" {
+    reordered_pair rdma_receive rdma_send -s "late"
+    assert_line 'Got from sender: "late"'
+    cd "$BATS_TEST_TMPDIR" && rm -rf cwd
+    PORT=$((PORT + 1))
+    reordered_pair rdma_receive_immediate rdma_send_immediate -s "late"
+    assert_line 'Got from sender: "late" with immediate: 0xabcd'
+}
+
+@test "-cm and descriptor files give the QP the same timers (-v prints what the QP holds)" {
+    mkdir "$BATS_TEST_TMPDIR/cwd" && cd "$BATS_TEST_TMPDIR/cwd"
+    local timers='^  \[verbs\] QP 0x[0-9a-f]{6}: timeout 14, retry_cnt 6, rnr_retry 6, min_rnr_timer 12'
+    local requester="$timers, max_rd_atomic [1-9][0-9]*, max_dest_rd_atomic 0, path_mtu [0-9]+$"
+    local responder="$timers, max_rd_atomic 0, max_dest_rd_atomic [1-9][0-9]*, path_mtu [0-9]+$"
+    cm_pair "$(prog rdma_read_responder)" -cm -lp "$PORT" -t 30 -v -- \
+        "$(prog rdma_read_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 -v
+    assert_success
+    assert_line --regexp "$requester"
+    run echo "$peer_output"
+    assert_line --regexp "$responder"
+    run_pair "$(prog rdma_read_responder)" $(responder_paths) -t 30 -v -- \
+        "$(prog rdma_read_requester)" $(requester_paths) -t 30 -v
+    assert_success
+    assert_line --regexp "$requester"
+    run echo "$peer_output"
+    assert_line --regexp "$responder"
+}

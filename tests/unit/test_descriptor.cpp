@@ -247,3 +247,101 @@ TEST_F(TempDir, MalformedFileThatStaysMalformedIsAnError)
     std::ofstream(path) << "version=1\nkind=connection\nqp_num=oops\n";
     EXPECT_THROW(wait_for_connection_descriptor({path, "the test", 5, std::nullopt}), DescriptorError);
 }
+
+// Whatever sits at a descriptor path, reading it is bounded: an answer at once, never more than the cap.
+namespace {
+std::string read_error(const std::string &path)
+{
+    bool exists = false;
+    try {
+        read_descriptor_text(path, exists);
+    } catch (const DescriptorError &e) {
+        EXPECT_TRUE(exists);
+        return e.what();
+    }
+    return "(no error)";
+}
+} // namespace
+
+TEST(DescriptorRead, MissingIsNotAnError)
+{
+    bool exists = true;
+    EXPECT_EQ(read_descriptor_text("/nonexistent/dir/file.desc", exists), "");
+    EXPECT_FALSE(exists);
+}
+
+TEST(DescriptorRead, DirectoryIsNamed)
+{
+    const auto dir = std::filesystem::temp_directory_path() / ("desc-dir-" + std::to_string(::getpid()));
+    std::filesystem::create_directory(dir);
+    EXPECT_NE(read_error(dir.string()).find(": is a directory"), std::string::npos);
+    std::filesystem::remove(dir);
+}
+
+TEST(DescriptorRead, FifoAndSymlinkToItReturnAtOnce)
+{
+    const auto fifo = std::filesystem::temp_directory_path() / ("desc-fifo-" + std::to_string(::getpid()));
+    const auto link = std::filesystem::temp_directory_path() / ("desc-link-" + std::to_string(::getpid()));
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    std::filesystem::create_symlink(fifo, link);
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_NE(read_error(fifo.string()).find(": is a FIFO, not a regular file"), std::string::npos);
+    EXPECT_NE(read_error(link.string()).find(": is a FIFO, not a regular file"), std::string::npos);
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(1));
+    std::filesystem::remove(link);
+    std::filesystem::remove(fifo);
+}
+
+TEST(DescriptorRead, DeviceNodeNeverRead)
+{
+    EXPECT_NE(read_error("/dev/zero").find(": is a device or special file"), std::string::npos);
+    EXPECT_NE(read_error("/dev/null").find(": is a device or special file"), std::string::npos);
+}
+
+TEST(DescriptorRead, HugeFileIsTooLarge)
+{
+    const auto path = std::filesystem::temp_directory_path() / ("desc-huge-" + std::to_string(::getpid()));
+    std::ofstream(path) << std::string(1 << 20, 'x');
+    EXPECT_NE(read_error(path.string()).find(": is too large (1048576 bytes"), std::string::npos);
+    std::filesystem::remove(path);
+}
+
+TEST(DescriptorRead, SmallFileReadWhole)
+{
+    const auto path = std::filesystem::temp_directory_path() / ("desc-small-" + std::to_string(::getpid()));
+    const std::string text = format_descriptor(sample_connection());
+    std::ofstream(path) << text;
+    bool exists = false;
+    EXPECT_EQ(read_descriptor_text(path.string(), exists), text);
+    EXPECT_TRUE(exists);
+    std::filesystem::remove(path);
+}
+
+// Bytes that are not text reach the message escaped and cut: no raw control byte, no endless line.
+TEST(DescriptorRead, BadBytesQuotedInErrors)
+{
+    std::string text = format_descriptor(sample_connection());
+    const std::string evil = std::string("0x1\r\x1b[2J\0zz", 11) + std::string(100000, 'A');
+    text.replace(text.find("qp_num=") + 7, 8, evil);
+    try {
+        parse_connection_descriptor(text, "x.desc");
+        FAIL() << "accepted";
+    } catch (const DescriptorError &e) {
+        const std::string msg = e.what();
+        EXPECT_LT(msg.size(), 300U);
+        EXPECT_EQ(msg.find('\r'), std::string::npos);
+        EXPECT_EQ(msg.find('\x1b'), std::string::npos);
+        EXPECT_EQ(msg.find('\0'), std::string::npos);
+        EXPECT_NE(msg.find("\\r\\x1b[2J\\x00zz"), std::string::npos) << msg;
+        EXPECT_NE(msg.find("bytes)"), std::string::npos) << msg;
+    }
+}
+
+TEST(Quote, EscapesAndCuts)
+{
+    EXPECT_EQ(quote("abc"), "\"abc\"");
+    EXPECT_EQ(quote(std::string("a\0b", 3)), "\"a\\x00b\"");
+    EXPECT_EQ(quote("tab\tnl\ncr\r\"q\"\\"), "\"tab\\tnl\\ncr\\r\\\"q\\\"\\\\\"");
+    EXPECT_EQ(quote("\xc3\xa9"), "\"\\xc3\\xa9\"");
+    EXPECT_EQ(quote(std::string(100, 'x'), 4), "\"xxxx...\" (100 bytes)");
+}

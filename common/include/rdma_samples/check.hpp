@@ -37,6 +37,16 @@ private:
 };
 
 /**
+ * @brief A value from outside (a flag, a line of a file) quoted for a one-line message: control bytes,
+ * bytes that are not ASCII, quotes and backslashes escaped (\\n, \\r, \\t, \\xNN), and cut after
+ * @p max characters with the full size added, so no terminal ever sees a raw control byte or a 100 KB line.
+ * @param text the value, any bytes
+ * @param max  the most characters of @p text shown
+ * @return e.g. "\"abc\"", "\"a\\x00b\"", "\"aaaa...\" (100000 bytes)"
+ */
+std::string quote(const std::string &text, std::size_t max = 60);
+
+/**
  * @brief The hint for a failed call, from the one table.
  * @param call the verbs or system call, e.g. "ibv_reg_mr" or "ibv_modify_qp(RTR)"
  * @param err  the errno value it failed with

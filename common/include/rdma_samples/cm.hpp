@@ -28,6 +28,7 @@
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/completions.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/verbs.hpp>
@@ -65,7 +66,7 @@ struct SockAddr {
  * @brief Read `-sa` as `-sat` says, with the port `-lp`.
  *
  * ipv4: dotted quad; ipv6: IPv6 text, with `%iface` for a link-local address; gid: a GID as
- * ibv_devinfo -v prints it. On RoCE v2 a GID is an IP address: ::ffff:a.b.c.d is mapped to the IPv4
+ * ibv_devinfo -v prints it. On RoCE a GID is built from an IP address: ::ffff:a.b.c.d is mapped to the IPv4
  * address a.b.c.d, any other GID is used as the IPv6 address it is. (AF_IB, addressing by GID on
  * InfiniBand, is not offered: Soft-RoCE and RoCE NICs do not support it.)
  * @param text the address as typed after -sa
@@ -135,24 +136,28 @@ Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std
 void check_cm_device(const rdma_cm_id *id, const Device &dev);
 
 /**
- * @brief Move our own QP (in INIT) to RTR and RTS with the attributes the CM negotiated for @p id.
+ * @brief Move our own QP to RTR and RTS with the attributes the CM negotiated (rdma_init_qp_attr()),
+ * then set the timers and READ/atomic depths ourselves, so that both flows run with the same values.
  *
- * rdma_init_qp_attr() returns what the descriptor files carried by hand: the peer's QPN, both PSNs,
- * the address vector (GID), the path MTU. We still call ibv_modify_qp(), as rdma_write does.
- * @param id        the connection's cm_id (after CONNECT_REQUEST on the server, CONNECT_RESPONSE on
- *                  the client)
- * @param qp        our queue pair, in INIT
- * @param rd_atomic READs/atomics in flight allowed each way (0 when the sample has none)
+ * rdma_init_qp_attr() would give min_rnr_timer 0 (655 ms, the IB CM's default) and an ACK timeout
+ * derived from the path's packet lifetime; the samples teach min_rnr_timer 12 and timeout 14
+ * (rc_qp.hpp), so they are set explicitly here, as the descriptor-file flow sets them.
+ * @param id                  the connected (or connecting) cm_id
+ * @param qp                  our QP, in INIT
+ * @param responder_resources READs/atomics the peer may have in flight at us (max_dest_rd_atomic)
+ * @param initiator_depth     READs/atomics we may have in flight at the peer (max_rd_atomic)
  */
-void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int rd_atomic = 0);
+void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources = 0, int initiator_depth = 0);
 
 /**
- * @brief Connection parameters for our own QP: its number, retry counts that end (6, not 7).
- * @param qp        our queue pair
- * @param rd_atomic READs/atomics in flight allowed each way
+ * @brief Connection parameters for our own QP: its number, retry counts that end (6), and the
+ * READ/atomic depths in both directions.
+ * @param qp                  our queue pair
+ * @param responder_resources READs/atomics the peer may have in flight at us
+ * @param initiator_depth     READs/atomics we may have in flight at the peer
  * @return the parameters for rdma_connect() / rdma_accept()
  */
-rdma_conn_param cm_conn_param(const ibv_qp *qp, int rd_atomic = 0);
+rdma_conn_param cm_conn_param(const ibv_qp *qp, int responder_resources = 0, int initiator_depth = 0);
 
 /** @brief One RDMA CM connection: its event channel, the listening id (server) and the connected id. */
 struct CmConnection {
@@ -160,6 +165,7 @@ struct CmConnection {
     CmIdPtr listen_id;       ///< the server's listening id (empty on a client)
     CmIdPtr id;              ///< the connected id
     std::string peer;        ///< the other side, as text
+    ibv_qp *qp = nullptr;    ///< our QP (not the CM's): cm_disconnect() moves it to ERR
     bool disconnected = false; ///< RDMA_CM_EVENT_DISCONNECTED was seen
 };
 
@@ -178,10 +184,11 @@ CmConnection cm_listen(const Args &args, int backlog = 1);
  * @param args      the command line (-sa, -sat, -lp, -t)
  * @param dev       the device this side opened
  * @param qp        our QP, in INIT
- * @param rd_atomic READs/atomics in flight (0 when none)
+ * @param initiator_depth READs/atomics this side will have in flight at the server (0 when none);
+ *                  the server must grant at least this many, or the connection is an error
  * @return the connected connection
  */
-CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_atomic = 0);
+CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int initiator_depth = 0);
 
 /**
  * @brief Server side of `-cm` for one client: listen on `-lp`, take the first connection request
@@ -189,14 +196,20 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int rd_
  * @param args      the command line (-lp, -t)
  * @param dev       the device this side opened
  * @param qp        our QP, in INIT, with its receives posted
- * @param rd_atomic READs/atomics in flight (0 when none)
+ * @param responder_resources READs/atomics the client may have in flight at us (0 when none); the
+ *                  server grants no more than the client's REQ asked for (its initiator depth)
  * @return the accepted connection
  */
-CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int rd_atomic = 0);
+CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int responder_resources = 0);
 
 /**
- * @brief Orderly goodbye: rdma_disconnect() (the CM sends DREQ; the peer answers DREP), then wait,
- * bounded, for RDMA_CM_EVENT_DISCONNECTED. Either side may start it; both may.
+ * @brief Orderly goodbye: rdma_disconnect() (the CM sends DREQ; the peer answers DREP), wait, bounded,
+ * for RDMA_CM_EVENT_DISCONNECTED, then move our QP to ERR. Either side may start it; both may.
+ *
+ * rdma_disconnect() moves only a QP that librdmacm created (rdma_create_qp()) to ERR; ours it leaves
+ * alone, so we do it. In ERR the QP accepts no more packets and flushes whatever work requests are
+ * still posted (IBV_WC_WR_FLUSH_ERR). The samples have none left by then: every request they posted
+ * has completed and been polled, so nothing remains to drain before ibv_destroy_qp().
  * @param c         the connection
  * @param timeout_s the bound
  */
@@ -218,12 +231,12 @@ public:
      */
     DescriptorReceive(ibv_pd *pd, ibv_qp *qp);
     /**
-     * @brief Poll @p cq (bounded) for the receive's completion.
-     * @param cq        the QP's completion queue
+     * @brief Wait (bounded) for the receive's completion (wr_id descriptor_wr_id).
+     * @param done      the QP's CQ's completions
      * @param timeout_s the bound
      * @return the text received
      */
-    std::string wait(ibv_cq *cq, int timeout_s);
+    std::string wait(Completions &done, int timeout_s);
 
 private:
     Buffer buf_;
@@ -232,15 +245,19 @@ private:
 
 /**
  * @brief SEND @p text (a descriptor) on the connected @p qp and wait for its completion.
- * @param pd,qp,cq   our protection domain, QP and its CQ
+ * The peer may answer (its goodbye SEND, say) before this SEND's ACK comes back: its message then
+ * completes first, and @p done keeps it for the wait that wants it.
+ * @param pd,qp      our protection domain and QP
+ * @param done       the QP's CQ's completions (wr_id descriptor_wr_id)
  * @param text       what format_descriptor() returned
  * @param timeout_s  bound for the completion
  */
-void send_descriptor(ibv_pd *pd, ibv_qp *qp, ibv_cq *cq, const std::string &text, int timeout_s);
+void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::string &text, int timeout_s);
 
 /** @brief One client of a server that takes many (rdma_multi_conn): its cm_id and how it fares. */
 struct CmClient {
     CmIdPtr id;                ///< from its CONNECT_REQUEST; empty until the client arrived
+    ibv_qp *qp = nullptr;      ///< the server's QP for it: disconnect_clients() moves it to ERR
     std::string addr;          ///< where it connected from
     bool established = false;  ///< RDMA_CM_EVENT_ESTABLISHED seen
     bool done = false;         ///< its message went through
@@ -263,7 +280,8 @@ int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id);
 void reject_request(CmEventPtr request);
 
 /**
- * @brief Disconnect every client still connected and wait (bounded) until the CM confirms each.
+ * @brief Disconnect every client still connected and wait (bounded) until the CM confirms each; then
+ * move every client's QP to ERR, as cm_disconnect() does.
  * @param ch        the server's event channel
  * @param clients   all clients
  * @param timeout_s the bound

@@ -65,6 +65,22 @@ public:
     using std::runtime_error::runtime_error;
 };
 
+/** @brief The most bytes a descriptor file may have; a real one has a few hundred. */
+inline constexpr std::size_t max_descriptor_size = 4096;
+
+/**
+ * @brief Read a descriptor file, bounded in time and memory whatever sits at @p path.
+ *
+ * Returns at once: a FIFO, a socket, a device node or a directory (or a symlink to one) is an error
+ * naming what it is, a file larger than max_descriptor_size is "too large"; nothing is read past
+ * that cap.
+ * @param path   the file
+ * @param exists set to false when nothing is at @p path (yet)
+ * @return the file's text (empty when it does not exist)
+ * @throws DescriptorError for anything that is not a small regular file
+ */
+std::string read_descriptor_text(const std::string &path, bool &exists);
+
 /**
  * @brief The text form of a connection descriptor.
  * @param d the descriptor

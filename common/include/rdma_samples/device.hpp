@@ -3,7 +3,7 @@
  * @brief Open an RDMA device and choose the GID that addresses this side.
  *
  * On RoCE (Ethernet, which includes Soft-RoCE) a port has a table of GIDs, one per IP address and
- * RoCE version. The right one for a sample is a RoCE v2 GID that carries an IPv4 address
+ * RoCE version. The right one for a sample is a RoCE v2 GID built from an IPv4 address
  * (::ffff:a.b.c.d); a link-local fe80:: GID works only when both sides share a link and has no route
  * on a loopback device. choose_gid_index() makes that choice; `-g` overrides it.
  */
@@ -73,5 +73,26 @@ struct Device {
  * @return the open device, its port and chosen GID
  */
 Device open_device(const Args &args);
+
+/**
+ * @brief Check that the device executes atomics, and say how far their atomicity reaches.
+ *
+ * The device that matters is the responder's: it performs the read-modify-write on its own memory.
+ * `atomic_cap` (ibv_query_device(3)) tells the scope: IBV_ATOMIC_NONE (no atomics),
+ * IBV_ATOMIC_HCA (atomic only against other atomics that go through this same device: not against
+ * the CPU's own stores, nor against plain RDMA WRITEs to the same word), IBV_ATOMIC_GLOB (atomic
+ * against every other access, CPU included). ConnectX NICs and Soft-RoCE report IBV_ATOMIC_HCA.
+ * Prints one line with the capability.
+ * @param dev the open device
+ * @throws Error if the device has no atomics
+ */
+void require_atomics(const Device &dev);
+
+/**
+ * @brief The enum name of an atomic capability, e.g. "IBV_ATOMIC_HCA".
+ * @param cap the capability
+ * @return its name
+ */
+const char *atomic_cap_name(ibv_atomic_cap cap);
 
 } // namespace rdma_samples

@@ -9,21 +9,40 @@
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/cm.hpp>
+#include <rdma_samples/completions.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/verbs.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <cstdint>
 #include <optional>
 
 namespace rdma_samples {
 
-/** @brief Retry counts used everywhere: 7 would mean "retry forever", so a dead peer would hang us. */
+/**
+ * @brief Transport retries (IBV_QP_RETRY_CNT): how often an unacknowledged packet is sent again before
+ * the request fails with IBV_WC_RETRY_EXC_ERR.
+ *
+ * A plain 3-bit count (IBTA): on hardware 7 means seven retries. Only rnr_retry gives 7 the meaning
+ * "forever". Soft-RoCE differs: rdma_rxe treats retry_cnt 7 as "forever" too (rxe_comp.c), so against
+ * a dead peer it would never complete. 6 behaves the same everywhere.
+ */
 inline constexpr int rc_retry_cnt = 6;
-/** @brief RNR retries: 7 would mean "forever" too; 6 ends a missing receive in an explained error. */
+/** @brief RNR retries (IBV_QP_RNR_RETRY): 7 means "retry forever" (IBTA), so a peer that never posts
+ *  its receive would hang us; 6 ends a missing receive in IBV_WC_RNR_RETRY_EXC_ERR. */
 inline constexpr int rc_rnr_retry = 6;
-/** @brief Local ACK timeout exponent: 4.096 us * 2^14 = 67 ms per try. */
+/**
+ * @brief Local ACK timeout exponent (IBV_QP_TIMEOUT): 4.096 us * 2^14 = 67 ms per try.
+ *
+ * With rc_retry_cnt 6 a request is sent 7 times: a dead peer ends in IBV_WC_RETRY_EXC_ERR after about
+ * 7 * 67 ms = 0.47 s on hardware that honours the value (a NIC may round it up to its own minimum).
+ * Soft-RoCE, measured in the project's VM, took about 2 s.
+ */
 inline constexpr int rc_timeout = 14;
+/** @brief RNR NAK timer (IBV_QP_MIN_RNR_TIMER) we ask a sender to wait before it retries a SEND that
+ *  found no receive: code 12 = 0.64 ms (IBTA table of RNR timer codes; code 0 means 655 ms). */
+inline constexpr int rc_min_rnr_timer = 12;
 
 /** @brief Queue sizes of a QP. */
 struct QpCaps {
@@ -32,7 +51,22 @@ struct QpCaps {
 };
 
 /**
+ * @brief How many entries a CQ needs for one QP of these sizes: every signaled send request and every
+ * receive that can be outstanding at once may complete into it before anybody polls.
+ *
+ * The rule: a CQ's entries >= the signaled send WRs + the receive WRs of every QP that completes into
+ * it. A CQ that overflows is an error (IBV_EVENT_CQ_ERR), and its QPs fail.
+ * @param caps the QP's queue sizes
+ * @return the number of CQ entries to ask ibv_create_cq() for
+ */
+constexpr int cq_entries(QpCaps caps) { return static_cast<int>(caps.max_send_wr + caps.max_recv_wr); }
+
+/**
  * @brief ibv_create_qp() for an RC QP whose send and receive completions both go to @p cq.
+ *
+ * `sq_sig_all = 0`: a send request completes into the CQ only when it is posted with
+ * IBV_SEND_SIGNALED. The samples signal every request they wait for; a fast program signals one in N
+ * (at least one in every max_send_wr, or the send queue never frees).
  * @param pd   protection domain
  * @param cq   completion queue
  * @param caps queue depths
@@ -66,6 +100,20 @@ void qp_to_rtr(ibv_qp *qp, const Device &dev, const ConnectionDescriptor &remote
 void qp_to_rts(ibv_qp *qp, std::uint32_t psn, int max_rd_atomic = 0);
 
 /**
+ * @brief Any state -> ERR: the QP stops, and every work request still posted on it completes with
+ * IBV_WC_WR_FLUSH_ERR.
+ * @param qp the queue pair
+ */
+void qp_to_error(ibv_qp *qp);
+
+/**
+ * @brief With -v, print the timers and depths the QP really holds (ibv_query_qp()): ACK timeout,
+ * retry counts, RNR timer, READ/atomic depths, path MTU. Both flows print the same line.
+ * @param qp the queue pair, at RTS
+ */
+void trace_qp_timers(ibv_qp *qp);
+
+/**
  * @brief The path MTU both sides can use: the smaller of ours and the peer's, as an enum.
  * @param dev           our device (its active MTU)
  * @param peer_mtu_bytes the MTU in the peer's descriptor
@@ -95,56 +143,20 @@ std::uint32_t random_psn();
 ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint32_t psn, std::uint64_t nonce);
 
 /**
- * @brief Wait (bounded by @p timeout_s) for one completion on @p cq and check it.
- *
- * The loop the first lesson writes out: ibv_poll_cq() until it returns one completion, yielding the
- * CPU between empty polls, then check_wc().
- * @param cq        the completion queue
- * @param timeout_s give up after this many seconds
- * @param expected  the opcode the completion must have
- * @param what      what is being waited for, e.g. "the RDMA READ completion"
- * @return the completion
- */
-ibv_wc poll_completion(ibv_cq *cq, int timeout_s, ibv_wc_opcode expected, const std::string &what);
-
-/**
- * @brief Bounded waiting: pause() between empty polls, and throw once @p timeout_s has passed.
- *
- * The first few pauses only yield; later ones sleep a little, so that two peers polling on one CPU
- * (Soft-RoCE does its work in the kernel, on the same CPU) do not starve each other.
- */
-class Waiter {
-public:
-    /**
-     * @param timeout_s the bound
-     * @param what      what is waited for, for the timeout message
-     * @param hint      what to check on timeout
-     */
-    Waiter(int timeout_s, std::string what, std::string hint = {});
-    /** @brief Yield or sleep briefly; throws Error once the time is up. */
-    void pause();
-
-private:
-    long long deadline_ns_;
-    int timeout_s_;
-    unsigned polls_ = 0;
-    std::string what_;
-    std::string hint_;
-};
-
-/**
  * @brief Post a zero-length SEND on @p qp and wait for its completion: the requester's goodbye.
  *
- * On an RC QP operations arrive in order, so when the responder receives this message every earlier
- * RDMA WRITE or READ of ours is complete in its memory.
+ * On an RC QP the responder executes requests in the order they were posted, so when it receives
+ * this message every earlier RDMA WRITE of ours is complete in its memory. (READs and atomics were
+ * already complete here when their completions came back: the samples wait for each one first.)
  * @param qp        the connected QP
- * @param cq        its completion queue
+ * @param done      its CQ's completions (wr_id goodbye_wr_id)
  * @param timeout_s bound for the completion
  */
-void send_goodbye(ibv_qp *qp, ibv_cq *cq, int timeout_s);
+void send_goodbye(ibv_qp *qp, Completions &done, int timeout_s);
 
 /**
- * @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND.
+ * @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND; its completion
+ * has wr_id goodbye_wr_id.
  * @param qp the QP, at least in INIT
  */
 void post_goodbye_receive(ibv_qp *qp);
@@ -179,13 +191,13 @@ struct Exchange {
  * @param dev           our device
  * @param pd            our protection domain (-cm: for the descriptor's receive buffer)
  * @param qp            our QP, in RESET
- * @param cq            its completion queue (-cm: where the descriptor arrives)
+ * @param done          its CQ's completions (-cm: where the descriptor arrives)
  * @param peer          who answers, for messages, e.g. "the responder (rdma_read_responder)"
  * @param max_rd_atomic READs/atomics we may have in flight at the responder (0 if none)
  * @param resource      the kind of descriptor the responder exports, or none (send/receive)
  * @return the exchange; its resource is filled in when @p resource was given
  */
-Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, ibv_cq *cq,
+Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
                            const std::string &peer, int max_rd_atomic = 0,
                            std::optional<ResourceKind> resource = std::nullopt);
 
@@ -201,13 +213,13 @@ Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_
  * @param dev                our device
  * @param pd                 our protection domain (-cm: for the descriptor's send buffer)
  * @param qp                 our QP, in INIT, with every receive it needs already posted
- * @param cq                 its completion queue (-cm: where the descriptor's SEND completes)
+ * @param done               its CQ's completions (-cm: where the descriptor's SEND completes)
  * @param peer               who publishes first, for messages, e.g. "the requester (rdma_read_requester)"
  * @param max_dest_rd_atomic READs/atomics the requester may have in flight at us (0 if none)
  * @param resource           the memory we export, or nullptr; its nonces are filled in here
  * @return the exchange
  */
-Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, ibv_cq *cq,
+Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
                           const std::string &peer, int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
 
 } // namespace rdma_samples

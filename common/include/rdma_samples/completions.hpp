@@ -1,0 +1,125 @@
+/**
+ * @file completions.hpp
+ * @brief Find a work request's completion by its wr_id, on a CQ that several work queues share.
+ *
+ * Completions come back in order within one work queue: a QP's send queue returns its completions in
+ * the order the requests were posted, and so does its receive queue. Between two work queues there is
+ * no order at all. When one CQ serves a QP's send queue and its receive queue (as in every sample
+ * here), the peer's next message can complete before our own SEND does: our SEND completes only when
+ * its ACK arrives, and an ACK may be late (a lost packet and a retransmit, a NIC that coalesces ACKs,
+ * a lossy RoCE network), while the peer, which already has our message, answers at once.
+ *
+ * So a wait names the work request it waits for, by the wr_id it was posted with, and a completion of
+ * another request that turns up first is kept until somebody waits for it. (The other way out is one
+ * CQ per work queue; the samples keep one CQ, the common case in real programs.)
+ *
+ * The sorting is pure (keep(), take(), no device), and tests/unit/test_completions.cpp feeds it
+ * completions in both orders. wait() is the poll loop around it.
+ */
+#pragma once
+
+#include <infiniband/verbs.h>
+
+#include <cstdint>
+#include <deque>
+#include <optional>
+#include <string>
+
+namespace rdma_samples {
+
+/// @name wr_ids of the work requests the common library posts
+/// The samples number their own work requests from 1.
+/// @{
+inline constexpr std::uint64_t goodbye_wr_id = 0x600d;    ///< the zero-length goodbye SEND and its receive
+inline constexpr std::uint64_t descriptor_wr_id = 0xde5c; ///< -cm: the resource descriptor's SEND and receive
+inline constexpr std::uint64_t drain_wr_id = 0xd4a1;      ///< the marker that shows a queue is drained
+/// @}
+
+/** @brief The completions of one CQ, sorted by wr_id. */
+class Completions {
+public:
+    /** @param cq the completion queue that every wait polls */
+    explicit Completions(ibv_cq *cq) : cq_(cq) {}
+
+    /**
+     * @brief Wait, bounded by @p timeout_s, for the completion of work request @p wr_id, and check it.
+     *
+     * Polls the CQ; a completion with another wr_id is kept for a later wait. If the request was
+     * flushed (IBV_WC_WR_FLUSH_ERR: the QP had already failed), the error names the first failed
+     * completion seen instead, which holds the cause. On a timeout or a failed completion, the
+     * message also names the asynchronous events the device reported (QP fatal, CQ error, port down).
+     * @param wr_id     the wr_id the work request was posted with
+     * @param expected  the opcode its completion must have
+     * @param timeout_s give up after this many seconds
+     * @param what      what the work request was, for messages, e.g. "the RDMA READ"
+     * @return the completion
+     */
+    ibv_wc wait(std::uint64_t wr_id, ibv_wc_opcode expected, int timeout_s, const std::string &what);
+
+    /**
+     * @brief Sort one polled completion: the one for @p wr_id is handed back, any other is kept.
+     * @param polled a completion just taken from the CQ
+     * @param wr_id  the work request being waited for
+     * @return @p polled if it is the one, else nothing (and it is kept)
+     */
+    std::optional<ibv_wc> sort(const ibv_wc &polled, std::uint64_t wr_id)
+    {
+        if (polled.wr_id == wr_id)
+            return polled;
+        keep(polled);
+        return std::nullopt;
+    }
+
+    /**
+     * @brief Keep a completion that nobody waits for yet.
+     * @param wc a completion just polled
+     */
+    void keep(const ibv_wc &wc) { kept_.push_back(wc); }
+
+    /**
+     * @brief Take the kept completion of @p wr_id, if one was kept (the oldest, if several).
+     * @param wr_id the work request
+     * @return the completion, now no longer kept, or nothing
+     */
+    std::optional<ibv_wc> take(std::uint64_t wr_id);
+
+    /**
+     * @brief The first kept completion that failed with a status other than a flush: the cause of the
+     * flushes that follow it.
+     * @return the completion, or nothing
+     */
+    std::optional<ibv_wc> first_error() const;
+
+    /** @brief How many completions are kept.
+     *  @return the count */
+    std::size_t kept() const { return kept_.size(); }
+
+    /** @brief The CQ.
+     *  @return the CQ this object polls */
+    ibv_cq *cq() const { return cq_; }
+
+private:
+    ibv_cq *cq_;
+    std::deque<ibv_wc> kept_;
+};
+
+/**
+ * @brief The asynchronous events the device has reported so far, taken without blocking.
+ *
+ * Errors that belong to no work request arrive on the device's async event queue, not on a CQ:
+ * IBV_EVENT_QP_FATAL (the QP broke), IBV_EVENT_CQ_ERR (the CQ overran: it was too small),
+ * IBV_EVENT_PORT_ERR (the link went down). They explain why "nothing ever completes". Each event is
+ * taken with ibv_get_async_event() and acknowledged with ibv_ack_async_event().
+ * @param ctx the device context
+ * @return e.g. "IBV_EVENT_QP_FATAL on QP 0x000012", several separated by ", ", or "" when none
+ */
+std::string take_async_events(ibv_context *ctx);
+
+/**
+ * @brief The enum name of an asynchronous event, e.g. "IBV_EVENT_QP_FATAL".
+ * @param type the event type
+ * @return its name
+ */
+const char *async_event_name(ibv_event_type type);
+
+} // namespace rdma_samples
