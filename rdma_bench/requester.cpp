@@ -14,6 +14,7 @@
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/completions.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
@@ -190,6 +191,7 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.tx_depth + o.rx_depth + 4), nullptr, channel.get(), 0),
                    "ibv_create_cq"));
     QpPtr qp = create_bench_qp(pd.get(), cq.get(), o);
+    Completions done(cq.get()); // the set-up's and the goodbye's waits (by wr_id); the loops poll themselves
     info("QPN 0x%06x", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
@@ -197,7 +199,7 @@ static void run(const Args &args)
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 255));
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), cq.get(), "the responder (rdma_bench_responder)",
+    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_bench_responder)",
                                    rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &peer = x.resource;
     if (peer.length < region)
@@ -211,7 +213,7 @@ static void run(const Args &args)
     check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_ACCESS_FLAGS), "ibv_modify_qp(RTS, access remote_write)");
     ResourceDescriptor ours{ResourceKind::mmap, new_nonce(), {}, reinterpret_cast<std::uintptr_t>(buf.data() + region),
                             region, mr->rkey, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
-    send_descriptor(pd.get(), qp.get(), cq.get(), format_descriptor(ours), args.timeout_s);
+    send_descriptor(pd.get(), qp.get(), done, format_descriptor(ours), args.timeout_s);
     info("responder exports addr 0x%llx, length %u, rkey 0x%x; we sent ours in-band",
          static_cast<unsigned long long>(peer.addr), peer.length, peer.rkey);
 
@@ -274,7 +276,7 @@ static void run(const Args &args)
     }
 
     step(7, "say goodbye with a zero-length SEND: on RC it arrives after everything else");
-    send_goodbye(qp.get(), cq.get(), args.timeout_s);
+    send_goodbye(qp.get(), done, args.timeout_s);
     if (args.use_cm) {
         step(8, "disconnect: RDMA CM tells the responder we are done");
         cm_disconnect(x.cm, args.timeout_s);

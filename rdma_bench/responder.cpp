@@ -14,6 +14,7 @@
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/completions.hpp>
 #include <rdma_samples/cm.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
@@ -141,6 +142,7 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.tx_depth + o.rx_depth + 4), nullptr, channel.get(), 0),
                    "ibv_create_cq"));
     QpPtr qp = create_bench_qp(pd.get(), cq.get(), o);
+    Completions done(cq.get()); // the set-up's waits (by wr_id); the loops poll themselves
     qp_to_init(qp.get(), dev, remote);
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
@@ -162,9 +164,9 @@ static void run(const Args &args)
     mmap.length = region;
     mmap.rkey = mr->rkey;
     mmap.access = IBV_ACCESS_LOCAL_WRITE | remote;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), cq.get(), "the requester (rdma_bench_requester)",
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_bench_requester)",
                                   rd_atomic, &mmap);
-    const ResourceDescriptor peer = parse_resource_descriptor(requester_desc.wait(cq.get(), args.timeout_s),
+    const ResourceDescriptor peer = parse_resource_descriptor(requester_desc.wait(done, args.timeout_s),
                                                               "the requester's SEND", ResourceKind::mmap);
     info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
          peer.length, peer.rkey);
