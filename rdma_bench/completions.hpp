@@ -65,7 +65,8 @@ public:
             // the channel's file descriptor. The race: a completion that arrived after our empty poll
             // but before ibv_req_notify_cq() raises no event, and we would sleep through it. So poll
             // once more AFTER arming; only if that is empty too is sleeping safe.
-            rdma_samples::check_rc(ibv_req_notify_cq(cq_, 0), "ibv_req_notify_cq");
+            if (const int rc = ibv_req_notify_cq(cq_, 0); rc != 0) // the message only on failure
+                rdma_samples::check_rc(rc, "ibv_req_notify_cq");
             n = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
             if (n > 0)
                 return n; // (the armed event fires later; the next wait consumes it)
@@ -77,7 +78,8 @@ public:
                 timeout(what);
             ibv_cq *ev_cq = nullptr;
             void *ev_ctx = nullptr;
-            rdma_samples::check_rc(ibv_get_cq_event(channel_, &ev_cq, &ev_ctx), "ibv_get_cq_event");
+            if (const int rc = ibv_get_cq_event(channel_, &ev_cq, &ev_ctx); rc != 0)
+                rdma_samples::check_rc(rc, "ibv_get_cq_event");
             ibv_ack_cq_events(ev_cq, 1); // every event must be acknowledged before the CQ is destroyed
             //! [event_wait]
         }
@@ -151,7 +153,8 @@ inline void post_receives(ibv_qp *qp, std::uint32_t n, std::uint64_t addr, std::
         wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
     }
     ibv_recv_wr *bad = nullptr;
-    rdma_samples::check_rc(ibv_post_recv(qp, wr, &bad), "ibv_post_recv(" + std::to_string(n) + " receives)");
+    if (const int rc = ibv_post_recv(qp, wr, &bad); rc != 0) // no std::string per post on the fast path
+        rdma_samples::check_rc(rc, "ibv_post_recv(" + std::to_string(n) + " receives)");
 }
 
 /**
