@@ -8,7 +8,7 @@
  * `./lab bench`.
  */
 #include "bench_qp.hpp"
-#include "completions.hpp"
+#include "cq_wait.hpp"
 #include "options.hpp"
 #include "stats.hpp"
 

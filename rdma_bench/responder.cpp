@@ -8,7 +8,7 @@
  * Start it with the same --op, --mode, --size/--all, --iters and --warmup as the requester.
  */
 #include "bench_qp.hpp"
-#include "completions.hpp"
+#include "cq_wait.hpp"
 #include "options.hpp"
 #include "stats.hpp"
 

@@ -1,5 +1,5 @@
 /**
- * @file completions.hpp
+ * @file cq_wait.hpp
  * @brief How rdma_bench waits: busy polling or a completion channel, batch polling, and the send
  * queue's bookkeeping under selective signaling. Both sides use these; the chapter quotes them.
  */
