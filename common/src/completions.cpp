@@ -87,8 +87,9 @@ ibv_wc Completions::wait(std::uint64_t wr_id, ibv_wc_opcode expected, int timeou
             else
                 wc = sort(polled, wr_id); // ours, or another request's, kept for whoever waits for it
         }
-        // Flushed: the QP had failed before this request ran. The first failure holds the cause.
-        if (const auto cause = first_error(); cause && wc->status == IBV_WC_WR_FLUSH_ERR) {
+        // Flushed: the QP had failed before this request ran. Its first failure holds the cause.
+        const auto cause = first_error();
+        if (cause && wc->status == IBV_WC_WR_FLUSH_ERR && cause->qp_num == wc->qp_num) {
             char id[32];
             std::snprintf(id, sizeof id, "0x%llx", static_cast<unsigned long long>(cause->wr_id));
             check_wc(*cause, expected, what + " was flushed: an earlier request (wr_id " + id + ")");
