@@ -59,7 +59,8 @@ int take(Serve &s, const char *what)
             s.sq.completed(wc);
             continue;
         }
-        if (wc.status != IBV_WC_SUCCESS) // build the message only on failure: this is the fast path
+        // Build the message only on failure: this is the fast path. (Any other opcode is an error, as before.)
+        if (wc.status != IBV_WC_SUCCESS || (wc.opcode != IBV_WC_RECV && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM))
             check_wc(wc, IBV_WC_RECV, "a receive");
         if (wc.opcode == IBV_WC_RECV && wc.byte_len == 0) {
             s.goodbye = true; // the requester's zero-length SEND: everything before it has arrived
