@@ -11,6 +11,7 @@
 
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <thread>
 
 namespace rdma_samples {
@@ -285,6 +286,9 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int ini
     const std::string peer = addr_to_string(dst.get());
     const int timeout_ms = args.timeout_s * 1000;
     const auto deadline = Clock::now() + std::chrono::seconds(args.timeout_s);
+    // The last "nobody listens" answer. When -t runs out between two tries, that answer (not a bare
+    // timeout) is what the user needs to read, whichever step the clock ran out in.
+    std::optional<Error> refused;
     for (bool told = false;; told = true) {
         CmConnection c;
         c.peer = peer;
@@ -309,6 +313,8 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int ini
                     info("no answer from %s yet; trying again for up to %d s", peer.c_str(), args.timeout_s);
                 continue;
             }
+            if (!ev && refused)
+                throw *refused;
             if (!ev)
                 throw Error("timed out after " + std::to_string(args.timeout_s) + " s waiting for the address of " + peer,
                             "no answer from " + peer + ": is the server's machine up and reachable (ping it)?");
@@ -333,10 +339,14 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int ini
             // up. Like a TCP client that retries a refused connect(), try again until -t runs out.
             if (!told)
                 info("nobody listens on %s yet; trying again for up to %d s", peer.c_str(), args.timeout_s);
+            refused = cm_event_error(*ev, "the server to accept", peer);
             ev.reset();
-            std::this_thread::sleep_for(std::chrono::milliseconds(200));
+            std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(200),
+                                                                  deadline - Clock::now()));
             continue;
         }
+        if (!ev && refused)
+            throw *refused;
         if (!ev)
             throw Error("timed out after " + std::to_string(args.timeout_s) + " s waiting for the server to accept",
                         "is the server running on " + peer + "? raise -t if it is just slow");
