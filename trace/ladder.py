@@ -1,0 +1,201 @@
+#!/usr/bin/env python3
+"""Print the RoCE v2 packets of a capture as a ladder a learner can read.
+
+    trace/ladder.py CAPTURE.pcap --requester ADDR --responder ADDR [--opcodes]
+
+tshark decodes every header (Wireshark's InfiniBand dissector: BTH, RETH, AETH, AtomicETH, ImmDt, the
+CM's MADs); this script only lays the fields out: one line per packet, the time since the first one, the
+direction as an arrow between the two sides, the opcode, the destination QP and the PSN, then the
+fields that matter for that opcode, with the AETH syndrome spelled out (ACK, RNR NAK and its timer,
+NAK and its reason). A request whose PSN was already seen on that QP is marked as a retransmission.
+
+--opcodes prints only "DIRECTION OPCODE" per packet (what the tests compare).
+"""
+import argparse
+import subprocess
+import sys
+
+# IBTA vol. 1, 9.2 (base transport header): the opcodes of the RC and UD transports.
+OPCODES = {
+    0x00: "SEND First", 0x01: "SEND Middle", 0x02: "SEND Last", 0x03: "SEND Last with Immediate",
+    0x04: "SEND Only", 0x05: "SEND Only with Immediate",
+    0x06: "RDMA WRITE First", 0x07: "RDMA WRITE Middle", 0x08: "RDMA WRITE Last",
+    0x09: "RDMA WRITE Last with Immediate", 0x0A: "RDMA WRITE Only", 0x0B: "RDMA WRITE Only with Immediate",
+    0x0C: "RDMA READ Request", 0x0D: "RDMA READ Response First", 0x0E: "RDMA READ Response Middle",
+    0x0F: "RDMA READ Response Last", 0x10: "RDMA READ Response Only",
+    0x11: "Acknowledge", 0x12: "ATOMIC Acknowledge", 0x13: "CmpSwap", 0x14: "FetchAdd",
+    0x16: "SEND Last with Invalidate", 0x17: "SEND Only with Invalidate",
+    0x64: "UD SEND Only", 0x65: "UD SEND Only with Immediate",
+}
+RESPONSES = {0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12}
+
+# The CM's messages travel as MADs in UD SENDs to QP 1 (IBTA vol. 1, 12.6): attribute IDs.
+CM_MESSAGES = {0x10: "CM REQ (connect request)", 0x11: "CM MRA (wait, message received)",
+               0x12: "CM REJ (reject)", 0x13: "CM REP (connect reply)", 0x14: "CM RTU (ready to use)",
+               0x15: "CM DREQ (disconnect request)", 0x16: "CM DREP (disconnect reply)"}
+# REJ reasons the samples meet (IBTA vol. 1, table 112).
+REJ_REASONS = {8: "invalid service ID: nobody listens on that port", 28: "consumer reject"}
+
+# AETH NAK codes (IBTA vol. 1, table 47) and RNR NAK timer values (table 46), in ms.
+NAK_CODES = {0: "PSN sequence error", 1: "invalid request", 2: "remote access error",
+             3: "remote operational error", 4: "invalid RD request"}
+RNR_TIMER_MS = [655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 0.96, 1.28,
+                1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92, 122.88,
+                163.84, 245.76, 327.68, 491.52]
+
+FIELDS = ["frame.time_relative", "ip.src", "ip.dst", "infiniband.bth.opcode", "infiniband.bth.destqp",
+          "infiniband.bth.psn", "infiniband.bth.a", "infiniband.bth.se", "infiniband.reth.va",
+          "infiniband.reth.r_key", "infiniband.reth.dmalen", "infiniband.aeth.syndrome",
+          "infiniband.aeth.msn", "infiniband.atomiceth.swapdt", "infiniband.atomiceth.cmpdt",
+          "infiniband.atomicacketh.origremdt", "infiniband.immdt", "data.data", "infiniband.bth.padcnt",
+          "infiniband.mad.attributeid", "infiniband.cm.req.localqpn", "infiniband.cm.req.startpsn",
+          "infiniband.cm.req.serviceid.dport", "infiniband.cm.req.responderres", "infiniband.cm.req.initdepth",
+          "infiniband.cm.req.retrcount", "infiniband.cm.req.rnrretrcount", "infiniband.cm.rep.localqpn",
+          "infiniband.cm.rep.startpsn", "infiniband.cm.rep.respres", "infiniband.cm.rep.initdepth",
+          "infiniband.cm.rej.reason"]
+
+
+def number(text):
+    """tshark prints integers in decimal or hex depending on the field; take either (first of a list)."""
+    text = text.split(",")[0].strip()
+    if not text:
+        return None
+    return int(text, 16) if text.lower().startswith("0x") else int(text)
+
+
+def raw_bytes(text):
+    text = text.split(",")[0].replace(":", "").strip()
+    return bytes.fromhex(text) if text else b""
+
+
+def preview(data):
+    """A payload as the learner recognises it: text quoted (escaped), anything else as hex bytes."""
+    text = data.rstrip(b"\0")
+    if text and all(32 <= b < 127 for b in text):
+        shown = text[:32].decode().replace('"', '\\"')
+        return f'"{shown}"' + ("..." if len(text) > 32 else "")
+    return "[" + " ".join(f"{b:02x}" for b in data[:8]) + (" ...]" if len(data) > 8 else "]")
+
+
+def syndrome(s, msn):
+    kind, low = s >> 5, s & 0x1F
+    if kind == 0:
+        credits = "credits unlimited" if low == 0x1F else f"credits {low}"
+        return f"ACK ({credits}), MSN {msn}"
+    if kind == 1:
+        return f"RNR NAK: receiver not ready, retry after {RNR_TIMER_MS[low]:g} ms (timer {low}), MSN {msn}"
+    if kind == 3:
+        return f"NAK: {NAK_CODES.get(low, f'code {low}')}, MSN {msn}"
+    return f"syndrome 0x{s:02x}"
+
+
+def tshark_rows(pcap):
+    cmd = ["tshark", "-r", pcap, "-Y", "infiniband", "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
+    for f in FIELDS:
+        cmd += ["-e", f]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    # tshark warns on stderr when run as root; only a failure matters.
+    if res.returncode != 0:
+        sys.exit(f"ladder: tshark could not read {pcap}: {res.stderr.strip()}")
+    for line in res.stdout.splitlines():
+        cols = line.split("\t")
+        cols += [""] * (len(FIELDS) - len(cols))
+        yield dict(zip(FIELDS, cols))
+
+
+def describe(row, seen):
+    """(opcode name, details) of one packet."""
+    op = number(row["infiniband.bth.opcode"])
+    qp = number(row["infiniband.bth.destqp"])
+    psn = number(row["infiniband.bth.psn"])
+    name = OPCODES.get(op, f"opcode 0x{op:02x}")
+    details = []
+    mad = number(row["infiniband.mad.attributeid"])
+    if qp == 1 and mad is not None:
+        name = CM_MESSAGES.get(mad, f"MAD attribute 0x{mad:04x}")
+        if mad == 0x10:
+            details.append(f"port {number(row['infiniband.cm.req.serviceid.dport'])}, "
+                           f"QPN 0x{number(row['infiniband.cm.req.localqpn']):06x}, "
+                           f"PSN 0x{number(row['infiniband.cm.req.startpsn']):06x}, "
+                           f"responder_resources {number(row['infiniband.cm.req.responderres'])}, "
+                           f"initiator_depth {number(row['infiniband.cm.req.initdepth'])}, "
+                           f"retry {number(row['infiniband.cm.req.retrcount'])}, "
+                           f"rnr_retry {number(row['infiniband.cm.req.rnrretrcount'])}")
+        elif mad == 0x13:
+            details.append(f"QPN 0x{number(row['infiniband.cm.rep.localqpn']):06x}, "
+                           f"PSN 0x{number(row['infiniband.cm.rep.startpsn']):06x}, "
+                           f"responder_resources {number(row['infiniband.cm.rep.respres'])}, "
+                           f"initiator_depth {number(row['infiniband.cm.rep.initdepth'])}")
+        elif mad == 0x12:
+            reason = number(row["infiniband.cm.rej.reason"])
+            details.append(f"reason {reason}: {REJ_REASONS.get(reason, 'see IBTA table 112')}")
+        return name, details
+    if row["infiniband.reth.va"] and op not in (0x13, 0x14):
+        details.append(f"addr 0x{number(row['infiniband.reth.va']):x} rkey 0x{number(row['infiniband.reth.r_key']):x} "
+                       f"length {number(row['infiniband.reth.dmalen'])}")
+    if op in (0x13, 0x14):
+        va, rkey = number(row["infiniband.reth.va"]), number(row["infiniband.reth.r_key"])
+        where = f"addr 0x{va:x} rkey 0x{rkey:x}, " if va is not None and rkey is not None else ""
+        swap, cmp = number(row["infiniband.atomiceth.swapdt"]), number(row["infiniband.atomiceth.cmpdt"])
+        details.append(where + (f"add {swap}" if op == 0x14 else f"compare {cmp}, swap {swap}"))
+    if row["infiniband.aeth.syndrome"]:
+        details.append(syndrome(number(row["infiniband.aeth.syndrome"]), number(row["infiniband.aeth.msn"])))
+    if row["infiniband.atomicacketh.origremdt"]:
+        details.append(f"old value {number(row['infiniband.atomicacketh.origremdt'])}")
+    if row["infiniband.immdt"]:
+        details.append(f"immediate 0x{raw_bytes(row['infiniband.immdt']).hex()}")
+    # The payload follows the headers, padded to 4 bytes; the BTH says how many pad bytes there are.
+    payload = raw_bytes(row["data.data"])
+    payload = payload[:len(payload) - (number(row["infiniband.bth.padcnt"]) or 0)]
+    if op not in (0x0C, 0x11, 0x12, 0x13, 0x14):  # the packets that carry data
+        details.append(f"{len(payload)} bytes" + (f" {preview(payload)}" if payload else ""))
+    if op not in RESPONSES:
+        key = (qp, psn)
+        if key in seen:
+            seen[key] += 1
+            details.append(f"again: retransmission {seen[key]}")
+        else:
+            seen[key] = 0
+    return name, details
+
+
+def main():
+    ap = argparse.ArgumentParser(description="Print a RoCE v2 capture as a packet ladder.")
+    ap.add_argument("pcap")
+    ap.add_argument("--requester", required=True, help="the requester's IP address")
+    ap.add_argument("--responder", required=True, help="the responder's IP address")
+    ap.add_argument("--requester-name", default="requester")
+    ap.add_argument("--responder-name", default="responder")
+    ap.add_argument("--opcodes", action="store_true", help="only DIRECTION OPCODE, one line per packet")
+    a = ap.parse_args()
+
+    rows = list(tshark_rows(a.pcap))
+    seen = {}
+    width = 36
+    if not a.opcodes:
+        left = f"{a.requester_name} {a.requester}"
+        print(f"{'time':>10}  {left:<{width + 3}} {a.responder_name} {a.responder}")
+    t0 = None
+    for row in rows:
+        t = float(row["frame.time_relative"] or 0)
+        t0 = t if t0 is None else t0
+        name, details = describe(row, seen)
+        forward = row["ip.src"] == a.requester
+        if a.opcodes:
+            print(("->" if forward else "<-") + " " + name)
+            continue
+        qp = number(row["infiniband.bth.destqp"])
+        psn = number(row["infiniband.bth.psn"])
+        label = f" {name} "
+        if forward:
+            arrow = "|--" + label + "-" * max(1, width - len(label) - 3) + ">|"
+        else:
+            arrow = "|<-" + label + "-" * max(1, width - len(label) - 3) + "-|"
+        head = f"QP 0x{qp:06x} PSN 0x{psn:06x}"
+        print(f"{(t - t0) * 1000:7.3f} ms  {arrow}  {head}" + (f"  {'; '.join(details)}" if details else ""))
+    if not rows and not a.opcodes:
+        print("(no RoCE v2 packets captured)")
+
+
+if __name__ == "__main__":
+    main()
