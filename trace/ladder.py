@@ -71,8 +71,8 @@ def raw_bytes(text):
 def preview(data):
     """A payload as the learner recognises it: text quoted (escaped), anything else as hex bytes."""
     text = data.rstrip(b"\0")
-    if text and all(32 <= b < 127 for b in text):
-        shown = text[:32].decode().replace('"', '\\"')
+    if text and all(32 <= b < 127 or b in (9, 10) for b in text):
+        shown = text[:32].decode().replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
         return f'"{shown}"' + ("..." if len(text) > 32 else "")
     return "[" + " ".join(f"{b:02x}" for b in data[:8]) + (" ...]" if len(data) > 8 else "]")
 

@@ -225,3 +225,68 @@ bench_loop() { # SIDE FLOW: the shell loop one host runs
     assert_equal "$peer_status" 0
     assert_equal "$(grep -c '^Verified: ' <<<"$peer_output")" 10
 }
+
+# On the wire: every pair runs across the two hosts while host A captures (trace/trace, one boot for
+# all), and the opcodes each side put on the wire are compared. "->" is requester to responder.
+wire_batch() { # FLOW: the scenarios, one a line (the arguments of ./lab trace)
+    local cm=$([ "$1" = cm ] && echo --cm)
+    printf '%s\n' "write $cm" "read $cm" "write_immediate $cm" "send_receive $cm" "send_receive_immediate $cm" \
+        "atomic $cm" "sync_event $cm" "multi_conn $cm" \
+        "bench $cm -- --op write --mode bw --size 4096 --iters 1 --warmup 0 --tx-depth 1"
+}
+
+# assert_wire N EXPECTED...: scenario N's packets, without the CM's messages, are EXPECTED, in order.
+assert_wire() {
+    local n=$1
+    shift
+    assert_equal "$(grep -v ' CM ' "$TRACE/$n/report.txt")" "$(printf '%s\n' "$@")"
+}
+
+assert_every_pair_on_the_wire() {
+    assert_wire 1 "-> RDMA WRITE Only" "<- Acknowledge" "-> SEND Only" "<- Acknowledge"
+    # The READ pair's responder answers with a response and never sends a request.
+    assert_wire 2 "-> RDMA READ Request" "<- RDMA READ Response Only" "-> SEND Only" "<- Acknowledge"
+    assert_wire 3 "-> RDMA WRITE Only with Immediate" "<- Acknowledge"
+    assert_wire 4 "-> SEND Only" "<- Acknowledge"
+    assert_wire 5 "-> SEND Only with Immediate" "<- Acknowledge"
+    assert_wire 6 "-> FetchAdd" "<- ATOMIC Acknowledge" "-> CmpSwap" "<- ATOMIC Acknowledge" "-> SEND Only" "<- Acknowledge"
+    # The sync event's get is a READ, repeated until the responder's value has changed.
+    assert_regex "$(grep -v ' CM ' "$TRACE/7/report.txt" | tr '\n' ';')" \
+        '^-> RDMA WRITE Only;<- Acknowledge;(-> RDMA READ Request;<- RDMA READ Response Only;)+-> RDMA WRITE Only;<- Acknowledge;-> SEND Only;<- Acknowledge;$'
+    # Two connections, one SEND each: their packets may interleave.
+    assert_equal "$(grep -v ' CM ' "$TRACE/8/report.txt" | sort | tr '\n' ';')" "-> SEND Only;-> SEND Only;<- Acknowledge;<- Acknowledge;"
+}
+
+@test "two hosts: on the wire, every pair with descriptor files: the opcodes of each" {
+    require_vm
+    TRACE=$BATS_TEST_TMPDIR/trace
+    wire_batch files >"$BATS_TEST_TMPDIR/batch"
+    run "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
+    assert_success
+    assert_every_pair_on_the_wire
+    # rdma_bench's 4 KiB WRITE at path MTU 1024: First, Middle, Middle, Last and one ACK for all four.
+    assert_regex "$(tr '\n' ';' <"$TRACE/9/report.txt")" \
+        ';-> RDMA WRITE First;-> RDMA WRITE Middle;-> RDMA WRITE Middle;-> RDMA WRITE Last;<- Acknowledge;'
+}
+
+@test "two hosts: on the wire, every pair with RDMA CM: the CM's REQ, REP, RTU first, then the same opcodes" {
+    require_vm
+    TRACE=$BATS_TEST_TMPDIR/trace
+    wire_batch cm >"$BATS_TEST_TMPDIR/batch"
+    run "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
+    assert_success
+    local n
+    for n in 1 2 3 4 5 6 7 9; do
+        # The connection: a REQ from the client, the server's REP, the client's RTU, before any data.
+        assert_equal "$(head -n 3 "$TRACE/$n/report.txt")" \
+            "$(printf '%s\n' "-> CM REQ (connect request)" "<- CM REP (connect reply)" "-> CM RTU (ready to use)")"
+        grep -q 'CM DREQ' "$TRACE/$n/report.txt"
+    done
+    # Under -cm a pair that exports memory SENDs its descriptor first (the server to the client).
+    for n in 1 2 3 6 7; do
+        assert_equal "$(grep -v ' CM ' "$TRACE/$n/report.txt" | head -n 2 | tr '\n' ';')" "<- SEND Only;-> Acknowledge;"
+        sed -i '/ CM /d; 1,2d' "$TRACE/$n/report.txt"
+    done
+    assert_every_pair_on_the_wire
+    assert_equal "$(grep -c 'CM REQ' "$TRACE/8/report.txt")" 2
+}

@@ -37,7 +37,7 @@ inline constexpr int rc_rnr_retry = 6;
  *
  * With rc_retry_cnt 6 a request is sent 7 times: a dead peer ends in IBV_WC_RETRY_EXC_ERR after about
  * 7 * 67 ms = 0.47 s on hardware that honours the value (a NIC may round it up to its own minimum).
- * Soft-RoCE, measured in the project's VM, took about 2 s.
+ * Soft-RoCE honours it: `./lab trace write --kill-responder` shows the seven sends 67 ms apart.
  */
 inline constexpr int rc_timeout = 14;
 /** @brief RNR NAK timer (IBV_QP_MIN_RNR_TIMER) we ask a sender to wait before it retries a SEND that
