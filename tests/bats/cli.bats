@@ -134,3 +134,21 @@ programs() {
         assert_line --partial "-sa, --server-addr"
     done
 }
+
+@test "./lab trace: a bad command line is one line and exit status 2, before any VM boots" {
+    local trace=$RDMA_SAMPLES_SOURCE/trace/trace
+    run "$trace" --out "$BATS_TEST_TMPDIR/t" nosuch
+    assert_equal "$status" 2
+    assert_output "trace: unknown sample 'nosuch' (see ./lab trace --help)"
+    run "$trace" --out "$BATS_TEST_TMPDIR/t" send_receive --spoil-rkey
+    assert_equal "$status" 2
+    assert_output "trace: --spoil-rkey: send_receive exports no memory (no rkey)"
+    run "$trace" --out "$BATS_TEST_TMPDIR/t" write --cm --kill-responder
+    assert_equal "$status" 2
+    assert_output "trace: --kill-responder works with descriptor files, not --cm"
+    run "$trace" --out "$BATS_TEST_TMPDIR/t" write --timeout 0
+    assert_equal "$status" 2
+    run "$trace" --help
+    assert_success
+    assert_line --partial "Usage: ./lab trace SAMPLE"
+}

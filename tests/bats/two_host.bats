@@ -261,7 +261,7 @@ assert_every_pair_on_the_wire() {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
     wire_batch files >"$BATS_TEST_TMPDIR/batch"
-    run "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
+    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
     assert_every_pair_on_the_wire
     # rdma_bench's 4 KiB WRITE at path MTU 1024: First, Middle, Middle, Last and one ACK for all four.
@@ -273,7 +273,7 @@ assert_every_pair_on_the_wire() {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
     wire_batch cm >"$BATS_TEST_TMPDIR/batch"
-    run "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
+    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
     local n
     for n in 1 2 3 4 5 6 7 9; do
@@ -285,8 +285,11 @@ assert_every_pair_on_the_wire() {
     # Under -cm a pair that exports memory SENDs its descriptor first (the server to the client).
     for n in 1 2 3 6 7; do
         assert_equal "$(grep -v ' CM ' "$TRACE/$n/report.txt" | head -n 2 | tr '\n' ';')" "<- SEND Only;-> Acknowledge;"
-        sed -i '/ CM /d; 1,2d' "$TRACE/$n/report.txt"
+        sed -i '/ CM /d' "$TRACE/$n/report.txt"
+        sed -i '1,2d' "$TRACE/$n/report.txt"
     done
     assert_every_pair_on_the_wire
     assert_equal "$(grep -c 'CM REQ' "$TRACE/8/report.txt")" 2
+    assert_regex "$(tr '\n' ';' <"$TRACE/9/report.txt")" \
+        ';-> RDMA WRITE First;-> RDMA WRITE Middle;-> RDMA WRITE Middle;-> RDMA WRITE Last;<- Acknowledge;'
 }
