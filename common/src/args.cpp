@@ -52,18 +52,31 @@ std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
     return f;
 }
 
+/** A value that ends up in messages must be plain text: no control byte, bounded length; names and addresses
+ *  (@p ascii) are printable ASCII, paths may also hold other bytes (UTF-8 file names). */
+void require_plain(const std::string &flag, const std::string &what, const std::string &v, std::size_t max, bool ascii)
+{
+    if (v.empty())
+        throw UsageError(flag + ": the " + what + " is empty");
+    if (v.size() > max)
+        throw UsageError(flag + ": the " + what + " is " + std::to_string(v.size()) + " bytes; the limit is " +
+                         std::to_string(max) + ", got " + quote(v));
+    for (unsigned char c : v)
+        if (c < 0x20 || c == 0x7f || (ascii && c > 0x7f))
+            throw UsageError(flag + ": the " + what + " has a " + (c > 0x7f ? "byte that is not ASCII" : "control character") +
+                             ", got " + quote(v));
+}
+
 void apply_common(Args &a, const ProgramSpec &spec, const std::string &name, const std::string &flag, const std::string &v)
 {
     if (name == "device") {
-        if (v.empty())
-            throw UsageError(flag + ": the device name is empty");
+        require_plain(flag, "device name", v, 64, true); // IBV_SYSFS_NAME_MAX
         a.device = v;
     } else if (name == "gid-index") {
         a.gid_index = static_cast<int>(parse_number(flag, v, 0, 255));
     } else if (name == "local-descriptor-path" || name == "remote-descriptor-path" ||
                name == "remote-resource-descriptor-path") {
-        if (v.empty())
-            throw UsageError(flag + ": the path is empty");
+        require_plain(flag, "path", v, 4095, false); // PATH_MAX, less the terminating NUL
         (name[0] == 'l' ? a.local_descriptor_path
                         : name == "remote-descriptor-path" ? a.remote_descriptor_path : a.resource_descriptor_path) = v;
     } else if (name == "use-rdma-cm") {
@@ -71,8 +84,7 @@ void apply_common(Args &a, const ProgramSpec &spec, const std::string &name, con
     } else if (name == "listen-port") {
         a.listen_port = static_cast<std::uint16_t>(parse_number(flag, v, 1, 65535));
     } else if (name == "server-addr") {
-        if (v.empty())
-            throw UsageError(flag + ": the server address is empty");
+        require_plain(flag, "server address", v, 255, true);
         a.server_addr = v;
     } else if (name == "server-addr-type") {
         if (v == "ipv4")
@@ -148,7 +160,7 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
                 has_inline_value = true;
             }
         } else if (tok.size() < 2 || tok[0] != '-') {
-            throw UsageError("unexpected argument \"" + tok + "\" (flags start with -; see --help)");
+            throw UsageError("unexpected argument " + quote(tok) + " (flags start with -; see --help)");
         }
         const bool is_long = tok.rfind("--", 0) == 0;
         const std::string name = tok.substr(is_long ? 2 : 1);
@@ -166,12 +178,12 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
                 if (is_long && name == f.long_name)
                     extra = &f;
         if (common == nullptr && extra == nullptr)
-            throw UsageError("unknown flag \"" + tok + "\" (see --help)");
+            throw UsageError("unknown flag " + quote(tok) + " (see --help)");
 
         const bool takes_value = common ? common->value_name != nullptr : !extra->value_name.empty();
         if (takes_value && !has_inline_value) {
             if (i + 1 >= argc)
-                throw UsageError(tok + ": missing value");
+                throw UsageError(tok + ": missing value"); // tok is a known flag
             value = argv[++i];
         } else if (!takes_value && has_inline_value) {
             throw UsageError(tok + ": takes no value");
@@ -199,8 +211,8 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
                              " to the side that connects");
     }
     if (!a.use_cm && a.local_descriptor_path == a.remote_descriptor_path)
-        throw UsageError("-ld and -re name the same file \"" + a.local_descriptor_path +
-                         "\"; this side would read its own descriptor");
+        throw UsageError("-ld and -re name the same file " + quote(a.local_descriptor_path, 200) +
+                         "; this side would read its own descriptor");
     return a;
 }
 

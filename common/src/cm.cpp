@@ -45,11 +45,12 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
     SockAddr a;
     auto *in4 = reinterpret_cast<sockaddr_in *>(&a.storage);
     auto *in6 = reinterpret_cast<sockaddr_in6 *>(&a.storage);
+    const bool nul = text.find('\0') != std::string::npos; // the C parsers below would stop at it
     if (type == AddrType::ipv4) {
         in4->sin_family = AF_INET;
         in4->sin_port = htons(port);
-        if (inet_pton(AF_INET, text.c_str(), &in4->sin_addr) != 1)
-            throw Error("-sa \"" + text + "\" is not an IPv4 address", "give a dotted quad such as 10.77.0.1, or say "
+        if (nul || inet_pton(AF_INET, text.c_str(), &in4->sin_addr) != 1)
+            throw Error("-sa " + quote(text) + " is not an IPv4 address", "give a dotted quad such as 10.77.0.1, or say "
                                                                        "what it is with -sat ipv6 or -sat gid");
         return a;
     }
@@ -58,8 +59,8 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
         hints.ai_family = AF_INET6;
         hints.ai_flags = AI_NUMERICHOST; // an address, never a name lookup
         addrinfo *res = nullptr;
-        if (getaddrinfo(text.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
-            throw Error("-sa \"" + text + "\" is not an IPv6 address",
+        if (nul || getaddrinfo(text.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
+            throw Error("-sa " + quote(text) + " is not an IPv6 address",
                         "give an address such as fd00::1 (link-local ones need the interface: fe80::1%eth0)");
         std::memcpy(in6, res->ai_addr, sizeof *in6);
         freeaddrinfo(res);
@@ -70,7 +71,7 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
     // IPv4-mapped ::ffff:a.b.c.d stands for a.b.c.d, any other for the IPv6 address it spells.
     ibv_gid gid{};
     if (!gid_from_string(text, gid))
-        throw Error("-sa \"" + text + "\" is not a GID", "give a GID as ibv_devinfo -v prints it, e.g. ::ffff:10.77.0.1");
+        throw Error("-sa " + quote(text) + " is not a GID", "give a GID as ibv_devinfo -v prints it, e.g. ::ffff:10.77.0.1");
     static const std::uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     if (std::memcmp(gid.raw, v4_prefix, sizeof v4_prefix) == 0) {
         in4->sin_family = AF_INET;
@@ -79,7 +80,7 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
         return a;
     }
     if (gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80)
-        throw Error("-sa \"" + text + "\" is a link-local GID (fe80::/10): it names an address on one link only",
+        throw Error("-sa " + quote(text) + " is a link-local GID (fe80::/10): it names an address on one link only",
                     "RDMA CM needs to know which link: use -sat ipv6 -sa " + text + "%IFACE, or the peer's "
                     "IPv4-mapped GID (::ffff:a.b.c.d) with -sat gid. AF_IB (InfiniBand GID addressing) is not "
                     "supported by RoCE devices");

@@ -51,7 +51,7 @@ public:
                 fail(n, "expected key=value, got " + quote(line));
             const std::string key = line.substr(0, eq);
             if (fields_.count(key))
-                fail(n, key + ": appears twice");
+                fail(n, quote(key) + ": appears twice");
             fields_[key] = {line.substr(eq + 1), n};
         }
         last_line_ = n;

@@ -72,7 +72,8 @@ std::string gid_to_string(const ibv_gid &gid)
 
 bool gid_from_string(const std::string &text, ibv_gid &gid)
 {
-    return ::inet_pton(AF_INET6, text.c_str(), gid.raw) == 1;
+    // inet_pton reads up to the first NUL: "::1\0junk" must not pass for ::1.
+    return text.find('\0') == std::string::npos && ::inet_pton(AF_INET6, text.c_str(), gid.raw) == 1;
 }
 
 Device open_device(const Args &args)

@@ -201,3 +201,38 @@ TEST(Args, HelpListsEveryFlagWithDefault)
                           "(default: \"Hi RDMA!\")", "(default: /tmp/local_connection_desc_path.txt)"})
         EXPECT_NE(u.find(f), std::string::npos) << f;
 }
+
+// Found by fuzz_args (tests/fuzz/regressions/args): a value or a flag with bytes that are not text
+// reached the error line raw. Now every such byte is refused or escaped, and the line stays short.
+TEST(Args, FuzzFindingsGiveOnePrintableLine)
+{
+    const std::string huge(10 * 1024 * 1024, 'w');
+    const std::string long_path = "/tmp/" + std::string(5000, 'p');
+    const std::vector<std::vector<const char *>> bad = {
+        {"-\xfc" "h"},                                      // unknown flag, not ASCII
+        {"st\x1b[2Jray"},                                   // stray argument with an escape sequence
+        {"-cm", "-sa", "10.77.0.1\x84\x84\x84"},             // -sa not ASCII
+        {"-cm", "-sa", "10.77.0.1\r"},                      // -sa with a carriage return
+        {"-d", "rxe\n0"},                                   // device name with a newline
+        {"-d", "rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0x"}, // past IBV_SYSFS_NAME_MAX
+        {"-ld", "/tmp/a\rb"},                               // path with a control byte
+        {"-ld", long_path.c_str()},                         // path past PATH_MAX
+        {"-w", huge.c_str()},                               // a 10 MB message
+    };
+    for (const auto &words : bad) {
+        std::vector<const char *> argv{"prog"};
+        argv.insert(argv.end(), words.begin(), words.end());
+        try {
+            parse_args(spec_with('w'), static_cast<int>(argv.size()), argv.data());
+            ADD_FAILURE() << "accepted: " << words.back();
+        } catch (const UsageError &e) {
+            const std::string msg = e.what();
+            EXPECT_LT(msg.size(), 300U) << msg.substr(0, 300);
+            for (unsigned char c : msg)
+                EXPECT_TRUE(c >= 0x20 && c < 0x7f) << "raw byte " << int(c) << " in: " << msg.substr(0, 300);
+        }
+    }
+    // A UTF-8 file name is still a file name.
+    EXPECT_EQ(parse(spec_with('w'), {"-ld", "/tmp/donn\xc3\xa9" "es.desc"}).local_descriptor_path,
+              "/tmp/donn\xc3\xa9" "es.desc");
+}

@@ -137,7 +137,7 @@ TEST(Descriptor, EveryMalformedFieldIsRejectedWithFileLineAndExpectation)
         {"kind", "kind=mmap", "kind: expected connection"},
         {"qp_num", "", "missing key \"qp_num\" (is the file truncated?)"},
         {"gid", "", "missing key \"gid\""},
-        {"mtu", "mtu=1024\nmtu=1024", "mtu: appears twice"},
+        {"mtu", "mtu=1024\nmtu=1024", "\"mtu\": appears twice"},
         {"mtu", "mtu=1024\ncolour=blue", "unknown key \"colour\""},
         {"mtu", "mtu=1024\ngarbage", "expected key=value, got \"garbage\""},
     };
@@ -334,6 +334,18 @@ TEST(DescriptorRead, BadBytesQuotedInErrors)
         EXPECT_EQ(msg.find('\0'), std::string::npos);
         EXPECT_NE(msg.find("\\r\\x1b[2J\\x00zz"), std::string::npos) << msg;
         EXPECT_NE(msg.find("bytes)"), std::string::npos) << msg;
+    }
+}
+
+// Found by fuzz_descriptor (tests/fuzz/regressions/descriptor): a duplicate key was named raw.
+TEST(Descriptor, FuzzFindingDuplicateKeyIsQuoted)
+{
+    const std::string text = format_descriptor(sample_connection()) + "qp_nu\xb8\x1bm=1\nqp_nu\xb8\x1bm=2\n";
+    try {
+        parse_connection_descriptor(text, "x.desc");
+        FAIL() << "accepted";
+    } catch (const DescriptorError &e) {
+        EXPECT_STREQ(e.what(), "x.desc line 11: \"qp_nu\\xb8\\x1bm\": appears twice");
     }
 }
 

@@ -1,4 +1,6 @@
 /** @file test_gid.cpp @brief The best-GID choice, GID text, access flags text. */
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/memory.hpp>
 
@@ -62,6 +64,27 @@ TEST(Gid, TextRoundTrip)
     EXPECT_EQ(gid_to_string(g), "::ffff:10.77.0.2");
     EXPECT_FALSE(gid_from_string("10.77.0.2", g));
     EXPECT_FALSE(gid_from_string("", g));
+    // inet_pton stops at a NUL: the text must not pass for the GID before it.
+    EXPECT_FALSE(gid_from_string(std::string("::1\0junk", 8), g));
+}
+
+TEST(ServerAddr, EachTypeAndItsErrors)
+{
+    SockAddr a = parse_server_addr("10.77.0.1", AddrType::ipv4, 13579);
+    EXPECT_EQ(a.get()->sa_family, AF_INET);
+    a = parse_server_addr("::ffff:10.77.0.1", AddrType::gid, 13579);
+    EXPECT_EQ(a.get()->sa_family, AF_INET); // an IPv4-mapped GID is the IPv4 address
+    a = parse_server_addr("fd00::2", AddrType::ipv6, 13579);
+    EXPECT_EQ(a.get()->sa_family, AF_INET6);
+    EXPECT_THROW(parse_server_addr("fe80::1", AddrType::gid, 13579), Error);
+    EXPECT_THROW(parse_server_addr(std::string("10.77.0.1\0junk", 14), AddrType::ipv4, 13579), Error);
+    // Found by fuzz_address (tests/fuzz/regressions/address): the value reached the message raw.
+    try {
+        parse_server_addr("10f\x1a:d0", AddrType::ipv6, 13579);
+        FAIL() << "accepted";
+    } catch (const Error &e) {
+        EXPECT_STREQ(e.what(), "-sa \"10f\\x1a:d0\" is not an IPv6 address");
+    }
 }
 
 TEST(Access, TextRoundTrip)
