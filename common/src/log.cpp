@@ -1,8 +1,10 @@
 /** @file log.cpp @brief Steps, details and traces on stdout. */
 #include <rdma_samples/log.hpp>
 
+#include <csignal>
 #include <cstdarg>
 #include <cstdio>
+#include <cstdlib>
 
 namespace rdma_samples {
 
@@ -29,6 +31,11 @@ void step(int n, const char *fmt, ...)
     va_start(ap, fmt);
     vprint(prefix, fmt, ap);
     va_end(ap);
+    // Fault injection for the tests (tests/stress/stress --kill): stop here, at the start of step n, so
+    // that the test can kill this process at exactly this point of the lesson.
+    static const char *stop_at = std::getenv("RDMA_SAMPLES_STOP_AT_STEP");
+    if (stop_at != nullptr && std::atoi(stop_at) == n)
+        std::raise(SIGSTOP);
 }
 
 void info(const char *fmt, ...)

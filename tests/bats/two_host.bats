@@ -299,3 +299,63 @@ assert_write_in_four_packets() {
     assert_equal "$(grep -c 'CM REQ' "$TRACE/8/report.txt")" 2
     assert_write_in_four_packets 9
 }
+
+# A faulty link: tc netem on both hosts' eth0 drops packets at random (trace --netem).
+# lossy_batch SPEC: every pair in both flows over that link, as trace --batch lines.
+lossy_batch() {
+    { wire_batch files; wire_batch cm; } | sed "s/^\([a-z_]*\)/\1 --netem '$1' --timeout 30/"
+}
+
+# every_scenario_succeeded: both sides of every scenario in $TRACE exited 0.
+every_scenario_succeeded() {
+    local d
+    for d in "$TRACE"/[0-9]*; do
+        assert_equal "$(cat "$d/names" | tr '\n' ' ')$(cat "$d/responder.rc") $(cat "$d/requester.rc")" \
+            "$(cat "$d/names" | tr '\n' ' ')0 0"
+    done
+}
+
+# retransmitted: the rxe counters of host B (the requester) show retransmissions in some scenario.
+retransmitted() {
+    local d n=0
+    for d in "$TRACE"/[0-9]*; do
+        n=$((n + $(LC_ALL=C join "$d/counters-b.before" "$d/counters-b.after" |
+            awk '$1 ~ /\/(completer_retry_err|rcvd_seq_err|duplicate_request)$/ { n += $3 - $2 } END { print n + 0 }')))
+    done
+    echo "retransmission counters on host B: $n"
+    [ "$n" -gt 0 ]
+}
+
+@test "two hosts: 1% and 5% packet loss both ways: every pair, both flows, succeeds through retransmissions" {
+    require_vm
+    TRACE=$BATS_TEST_TMPDIR/trace
+    { lossy_batch 'loss 1%'; lossy_batch 'loss 5%'; } >"$BATS_TEST_TMPDIR/batch"
+    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
+        --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
+    assert_success
+    every_scenario_succeeded
+    retransmitted
+}
+
+@test "two hosts: 100% loss: the requester fails with an explained retry error, within -t, and so does the responder" {
+    require_vm
+    TRACE=$BATS_TEST_TMPDIR/trace
+    printf '%s\n' "write --netem 'loss 100%' --timeout 5" "write --cm --netem 'loss 100%' --timeout 5" >"$BATS_TEST_TMPDIR/batch"
+    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
+        --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
+    assert_success
+    # Descriptor files still cross (the shared folder), the WRITE never does: 7 retries, then the error.
+    run cat "$TRACE/1/requester.out"
+    assert_line --regexp '^requester: step 7 failed: the RDMA WRITE completed with IBV_WC_RETRY_EXC_ERR'
+    assert_line --regexp '^hint: '
+    [ "$(cat "$TRACE/1/requester.ms")" -le 5000 ]
+    run cat "$TRACE/1/responder.out"
+    assert_line --regexp '^responder: step [0-9]+ failed: timed out after 5 s waiting for '
+    # With RDMA CM not even the address resolves (ARP is lost too): the client gives up at -t.
+    run cat "$TRACE/2/requester.out"
+    assert_line --regexp '^requester: step 4 failed: timed out after 5 s waiting for the address of 10.77.0.1'
+    assert_line --regexp '^hint: '
+    [ "$(cat "$TRACE/2/requester.ms")" -le 8000 ]
+    run cat "$TRACE/2/responder.out"
+    assert_line --regexp '^responder: step [0-9]+ failed: timed out after 5 s waiting for '
+}

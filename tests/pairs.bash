@@ -1,0 +1,35 @@
+# tests/pairs.bash: every sample pair, by the name ./lab and the tools use. Sourced by trace/trace and
+# tests/stress/stress.
+#
+# pair SAMPLE sets:
+#   resp, req            the two programs, relative to the build directory (responder: the side that
+#                        waits, writes its descriptor first or listens under -cm)
+#   exports              1 when the responder exports memory (takes -m)
+#   resp_args, req_args  what each side is given besides the connection flags
+#   cm_clients           how many requester processes an RDMA CM server with these args takes
+#   cm_req_args          what each of those is given (an RDMA CM client makes one connection)
+pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn bench)
+
+pair() {
+    exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=()
+    case "$1" in
+    write) resp=rdma_write/rdma_write_responder req=rdma_write/rdma_write_requester
+        req_args=(-w "Hello from the requester!") ;;
+    read) resp=rdma_read/rdma_read_responder req=rdma_read/rdma_read_requester ;;
+    write_immediate) resp=rdma_write_immediate/rdma_write_immediate_responder
+        req=rdma_write_immediate/rdma_write_immediate_requester ;;
+    send_receive) resp=rdma_send_receive/rdma_receive req=rdma_send_receive/rdma_send exports=0
+        req_args=(-s "Hello from the sender!") ;;
+    send_receive_immediate) resp=rdma_send_receive_immediate/rdma_receive_immediate
+        req=rdma_send_receive_immediate/rdma_send_immediate exports=0 req_args=(-s "Hello with an immediate!") ;;
+    atomic) resp=rdma_atomic/rdma_atomic_responder req=rdma_atomic/rdma_atomic_requester
+        resp_args=(--initial 40) req_args=(--add 2 --swap 7) ;;
+    sync_event) resp=rdma_sync_event/rdma_sync_event_responder req=rdma_sync_event/rdma_sync_event_requester ;;
+    multi_conn) resp=rdma_multi_conn/rdma_multi_conn_receive req=rdma_multi_conn/rdma_multi_conn_send exports=0
+        resp_args=(-nc 2) req_args=(-nc 2 -s "one message per connection") cm_clients=2
+        cm_req_args=(-s "one message per connection") ;;
+    bench) resp=rdma_bench/rdma_bench_responder req=rdma_bench/rdma_bench_requester ;;
+    *) return 1 ;;
+    esac
+    [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")
+}
