@@ -138,14 +138,19 @@ $(cat "$TRACE/$n/$side.out")"
     done
 }
 
-# assert_every_pair_said_so: both sides of every scenario succeeded, and each printed what its lesson
-# promises (trace's default flags: tests/pairs.bash).
-assert_every_pair_said_so() {
+# every_scenario_succeeded: both sides of every scenario in $TRACE ended with success.
+every_scenario_succeeded() {
     local d
     for d in "$TRACE"/[0-9]*; do
         said "${d##*/}" responder "Sample finished successfully"
         said "${d##*/}" requester "Sample finished successfully"
     done
+}
+
+# assert_every_pair_said_so: both sides of every scenario succeeded, and each printed what its lesson
+# promises (trace's default flags: tests/pairs.bash).
+assert_every_pair_said_so() {
+    every_scenario_succeeded
     said 1 requester 'Requester has written: "Hello from the requester!"'
     said 1 responder 'Responder memory now holds: "Hello from the requester!"'
     said 2 requester 'Read from responder: "Hi RDMA!"'
@@ -217,15 +222,6 @@ assert_write_in_four_packets() {
 # lossy_batch SPEC: every pair in both flows over that link, as trace --batch lines.
 lossy_batch() {
     { wire_batch files; wire_batch cm; } | sed "s/^\([a-z_]*\)/\1 --netem '$1' --timeout 30/"
-}
-
-# every_scenario_succeeded: both sides of every scenario in $TRACE ended with success.
-every_scenario_succeeded() {
-    local d
-    for d in "$TRACE"/[0-9]*; do
-        said "${d##*/}" responder "Sample finished successfully"
-        said "${d##*/}" requester "Sample finished successfully"
-    done
 }
 
 # retransmitted: the rxe counters of host B (the requester) show retransmissions in some scenario.

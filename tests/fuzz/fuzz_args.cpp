@@ -27,10 +27,8 @@ std::vector<ProgramSpec> specs()
     ProgramSpec responder{.name = "rdma_write_responder", .role = "responder", .summary = "fuzz", .rdma_cm = true};
     ProgramSpec server{.name = "rdma_multi_conn_receiver", .role = "receiver", .summary = "fuzz", .message_flag = 's',
                        .message_help = "what to send", .resource_descriptor = false, .multi_conn = true, .rdma_cm = true};
-    std::uint64_t operand = 0;
-    server.extra.push_back({"add", "N", "a number", "1", [operand](const std::string &v) mutable {
-                                operand = parse_number("--add", v, 0, UINT64_MAX);
-                            }});
+    server.extra.push_back({"add", "N", "a number", "1",
+                            [](const std::string &v) { (void)parse_number("--add", v, 0, UINT64_MAX); }});
     server.extra.push_back({"try-write", "", "a switch", "", [](const std::string &) {}});
     return {requester, responder, server};
 }
