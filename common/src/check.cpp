@@ -145,6 +145,36 @@ std::string quote(const std::string &text, std::size_t max)
     return out;
 }
 
+std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase base, std::uint64_t max)
+{
+    const bool has_0x = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || (base == NumberBase::either && text[1] == 'X'));
+    const bool hex = base == NumberBase::hex || (base == NumberBase::either && has_0x);
+    if (hex && !has_0x)
+        return std::nullopt;
+    const std::string digits = hex ? text.substr(2) : text;
+    if (digits.empty() || digits.size() > (hex ? 16u : 20u))
+        return std::nullopt;
+    const std::uint64_t radix = hex ? 16 : 10;
+    std::uint64_t v = 0;
+    for (char c : digits) {
+        std::uint64_t d;
+        if (c >= '0' && c <= '9')
+            d = static_cast<std::uint64_t>(c - '0');
+        else if (hex && c >= 'a' && c <= 'f')
+            d = static_cast<std::uint64_t>(c - 'a' + 10);
+        else if (hex && base == NumberBase::either && c >= 'A' && c <= 'F')
+            d = static_cast<std::uint64_t>(c - 'A' + 10);
+        else
+            return std::nullopt;
+        if (v > (UINT64_MAX - d) / radix)
+            return std::nullopt;
+        v = v * radix + d;
+    }
+    if (v > max)
+        return std::nullopt;
+    return v;
+}
+
 void fail_errno(const std::string &call, int err)
 {
     trace("%s failed: %s (errno %d)", call.c_str(), std::strerror(err), err);

@@ -15,6 +15,8 @@
 #include <infiniband/verbs.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +47,25 @@ private:
  * @return e.g. "\"abc\"", "\"a\\x00b\"", "\"aaaa...\" (100000 bytes)"
  */
 std::string quote(const std::string &text, std::size_t max = 60);
+
+/** @brief How parse_unsigned() reads digits. */
+enum class NumberBase {
+    decimal,  ///< digits 0-9 only (a descriptor's psn, mtu...)
+    hex,      ///< "0x" then lowercase hex digits (a descriptor's addresses and keys)
+    either,   ///< decimal, or "0x"/"0X" then hex digits of either case (a flag's value)
+};
+
+/**
+ * @brief The one number parser: an unsigned integer of @p base, at most @p max, nothing else around it.
+ *
+ * Flags (parse_number()) and descriptor files both read their numbers here; each wraps a failure in
+ * its own message (which flag, which file and line).
+ * @param text the value as typed or read
+ * @param base which digits are accepted
+ * @param max  the largest value accepted
+ * @return the value, or nothing when @p text is not such a number (empty, a stray byte, too large)
+ */
+std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase base, std::uint64_t max = UINT64_MAX);
 
 /**
  * @brief The hint for a failed call, from the one table.

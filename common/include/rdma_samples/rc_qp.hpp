@@ -7,16 +7,12 @@
  */
 #pragma once
 
-#include <rdma_samples/args.hpp>
-#include <rdma_samples/cm.hpp>
 #include <rdma_samples/completions.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/verbs.hpp>
-#include <rdma_samples/wait.hpp>
 
 #include <cstdint>
-#include <optional>
 
 namespace rdma_samples {
 
@@ -160,66 +156,5 @@ void send_goodbye(ibv_qp *qp, Completions &done, int timeout_s);
  * @param qp the QP, at least in INIT
  */
 void post_goodbye_receive(ibv_qp *qp);
-
-} // namespace rdma_samples
-
-namespace rdma_samples {
-
-/**
- * @brief How the requester and responder found each other: by descriptor files or, with `-cm`, by
- * RDMA CM.
- */
-struct Exchange {
-    ConnectionDescriptor local;  ///< what we published (descriptor files; empty with -cm)
-    ConnectionDescriptor remote; ///< what the peer published (descriptor files; empty with -cm)
-    ResourceDescriptor resource; ///< requester: what the responder exports, when connect_requester() was asked for it
-    CmConnection cm;             ///< -cm: the connection, to close with cm_disconnect() at the end
-};
-
-/**
- * @brief The requester's half of the exchange, as rdma_write/requester.cpp writes it out.
- *
- * Descriptor files: publish our connection descriptor (-ld), wait for the responder's answer (-re,
- * naming our nonce), move @p qp INIT -> RTR -> RTS, then read the resource descriptor (-m), which the
- * responder wrote first.
- *
- * `-cm`: move @p qp to INIT, post a receive for the resource descriptor, connect to `-sa` (the CM moves
- * the QP to RTR and RTS), then take the descriptor the responder SENDs right after accepting.
- *
- * Either way, when this returns the responder's QP is ready to receive.
- * @param args          -ld, -re, -m, -t; -cm, -sa, -sat, -lp
- * @param dev           our device
- * @param pd            our protection domain (-cm: for the descriptor's receive buffer)
- * @param qp            our QP, in RESET
- * @param done          its CQ's completions (-cm: where the descriptor arrives)
- * @param peer          who answers, for messages, e.g. "the responder (rdma_read_responder)"
- * @param max_rd_atomic READs/atomics we may have in flight at the responder (0 if none)
- * @param resource      the kind of descriptor the responder exports, or none (send/receive)
- * @return the exchange; its resource is filled in when @p resource was given
- */
-Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
-                           const std::string &peer, int max_rd_atomic = 0,
-                           std::optional<ResourceKind> resource = std::nullopt);
-
-/**
- * @brief The responder's half, as rdma_write/responder.cpp does it.
- *
- * Descriptor files: wait for the requester's descriptor (-re), move @p qp to RTR and RTS, then publish
- * @p resource (if any, to -m) and our connection descriptor (-ld), both answering the requester's nonce.
- *
- * `-cm`: listen on `-lp`, accept the requester (the CM moves @p qp to RTR and RTS), then SEND
- * @p resource (if any) over the new connection.
- * @param args               -ld, -re, -m, -t; -cm, -lp
- * @param dev                our device
- * @param pd                 our protection domain (-cm: for the descriptor's send buffer)
- * @param qp                 our QP, in INIT, with every receive it needs already posted
- * @param done               its CQ's completions (-cm: where the descriptor's SEND completes)
- * @param peer               who publishes first, for messages, e.g. "the requester (rdma_read_requester)"
- * @param max_dest_rd_atomic READs/atomics the requester may have in flight at us (0 if none)
- * @param resource           the memory we export, or nullptr; its nonces are filled in here
- * @return the exchange
- */
-Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
-                          const std::string &peer, int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
 
 } // namespace rdma_samples
