@@ -12,7 +12,9 @@
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h>
 

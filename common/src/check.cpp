@@ -2,6 +2,10 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
 
+#include <poll.h>
+
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -216,6 +220,43 @@ void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what)
                         wc_opcode_name(wc.opcode),
                     "the peer posted a different operation than this sample expects; are both sides the same sample?");
     trace("completion: %s, status IBV_WC_SUCCESS, byte_len %u", wc_opcode_name(wc.opcode), wc.byte_len);
+}
+
+const char *async_event_name(ibv_event_type type)
+{
+    switch (type) {
+    case IBV_EVENT_CQ_ERR: return "IBV_EVENT_CQ_ERR";
+    case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL";
+    case IBV_EVENT_QP_REQ_ERR: return "IBV_EVENT_QP_REQ_ERR";
+    case IBV_EVENT_QP_ACCESS_ERR: return "IBV_EVENT_QP_ACCESS_ERR";
+    case IBV_EVENT_COMM_EST: return "IBV_EVENT_COMM_EST";
+    case IBV_EVENT_SQ_DRAINED: return "IBV_EVENT_SQ_DRAINED";
+    case IBV_EVENT_PATH_MIG: return "IBV_EVENT_PATH_MIG";
+    case IBV_EVENT_PATH_MIG_ERR: return "IBV_EVENT_PATH_MIG_ERR";
+    case IBV_EVENT_DEVICE_FATAL: return "IBV_EVENT_DEVICE_FATAL";
+    case IBV_EVENT_PORT_ACTIVE: return "IBV_EVENT_PORT_ACTIVE";
+    case IBV_EVENT_PORT_ERR: return "IBV_EVENT_PORT_ERR";
+    case IBV_EVENT_LID_CHANGE: return "IBV_EVENT_LID_CHANGE";
+    case IBV_EVENT_PKEY_CHANGE: return "IBV_EVENT_PKEY_CHANGE";
+    case IBV_EVENT_SM_CHANGE: return "IBV_EVENT_SM_CHANGE";
+    case IBV_EVENT_SRQ_ERR: return "IBV_EVENT_SRQ_ERR";
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return "IBV_EVENT_SRQ_LIMIT_REACHED";
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return "IBV_EVENT_QP_LAST_WQE_REACHED";
+    case IBV_EVENT_CLIENT_REREGISTER: return "IBV_EVENT_CLIENT_REREGISTER";
+    case IBV_EVENT_GID_CHANGE: return "IBV_EVENT_GID_CHANGE";
+    case IBV_EVENT_WQ_FATAL: return "IBV_EVENT_WQ_FATAL";
+    }
+    return "IBV_EVENT_(unknown)";
+}
+
+//! [async_events]
+
+Error with_async_events(const Error &e, ibv_context *ctx)
+{
+    const std::string events = take_async_events(ctx);
+    if (events.empty())
+        return e;
+    return Error(std::string(e.what()) + " (the device reported: " + events + ")", e.hint());
 }
 
 } // namespace rdma_samples

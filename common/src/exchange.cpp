@@ -123,4 +123,11 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
     return x;
 }
 
+Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+                           const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
+{
+    qp_to_init(qp, dev, 0);
+    return connect_to_responder(args, dev, pd, qp, done, peer, max_rd_atomic, resource);
+}
+
 } // namespace rdma_samples

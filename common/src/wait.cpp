@@ -52,10 +52,16 @@ Waiter::Waiter(int timeout_s, std::string what, std::string hint)
 {
 }
 
+Waiter::Waiter(int timeout_s, std::string what, ibv_context *device)
+    : deadline_(timeout_s), what_(std::move(what)), device_(device)
+{
+}
+
 void Waiter::pause()
 {
     if (deadline_.expired())
-        throw timeout_error(deadline_.timeout_s(), what_, hint_);
+        throw device_ != nullptr ? with_async_events(timeout_error(deadline_.timeout_s(), what_, hint_), device_)
+                                 : timeout_error(deadline_.timeout_s(), what_, hint_);
     // A few polls back to back catch a completion that is about to arrive; after that, give the CPU
     // away: Soft-RoCE processes packets in the kernel on the same CPUs, and a peer may share our core.
     if (++polls_ < 64)

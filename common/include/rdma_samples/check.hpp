@@ -150,4 +150,32 @@ int check_poll(int n);
  */
 void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what);
 
+/**
+ * @brief The asynchronous events the device has reported so far, taken without blocking.
+ *
+ * Errors that belong to no work request arrive on the device's async event queue, not on a CQ:
+ * IBV_EVENT_QP_FATAL (the QP broke), IBV_EVENT_CQ_ERR (the CQ overran: it was too small),
+ * IBV_EVENT_PORT_ERR (the link went down). They explain why "nothing ever completes". Each event is
+ * taken with ibv_get_async_event() and acknowledged with ibv_ack_async_event().
+ * @param ctx the device context
+ * @return e.g. "IBV_EVENT_QP_FATAL on QP 0x000012", several separated by ", ", or "" when none
+ */
+std::string take_async_events(ibv_context *ctx);
+
+/**
+ * @brief The enum name of an asynchronous event, e.g. "IBV_EVENT_QP_FATAL".
+ * @param type the event type
+ * @return its name
+ */
+const char *async_event_name(ibv_event_type type);
+
+/**
+ * @brief @p e again, with the device's asynchronous events (take_async_events()), if it reported any,
+ * added to the message: "... (the device reported: IBV_EVENT_QP_FATAL on QP 0x000011)".
+ * @param e   the error
+ * @param ctx the device context
+ * @return the error to throw
+ */
+Error with_async_events(const Error &e, ibv_context *ctx);
+
 } // namespace rdma_samples

@@ -63,6 +63,15 @@ public:
      * @param hint      what to check on timeout
      */
     Waiter(int timeout_s, std::string what, std::string hint = {});
+    /**
+     * @brief A wait for a completion: on timeout, the message also names the asynchronous events the
+     * device reported (a QP that broke, a CQ that overflowed, a port that went down), which explain
+     * why nothing completed.
+     * @param timeout_s the bound
+     * @param what      what is waited for, for the timeout message
+     * @param device    the device whose events to name
+     */
+    Waiter(int timeout_s, std::string what, ibv_context *device);
     /** @brief Yield or sleep briefly; throws timeout_error() once the time is up. */
     void pause();
 
@@ -71,6 +80,7 @@ private:
     unsigned polls_ = 0;
     std::string what_;
     std::string hint_;
+    ibv_context *device_ = nullptr;
 };
 
 } // namespace rdma_samples
