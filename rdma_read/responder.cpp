@@ -83,10 +83,9 @@ static void run(const Args &args)
     if (std::memcmp(buf.data(), args.message.data(), args.message.size()) != 0)
         throw Error("the exported buffer changed although it grants no remote write", "this should never happen; check dmesg");
 
-    if (args.use_cm) {
-        step(7, "disconnect from the requester (RDMA CM)");
-        cm_disconnect(x.cm, args.timeout_s);
-    }
+    step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
+                        : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
+    close_as_responder(x, args.timeout_s);
 }
 
 int main(int argc, char **argv)

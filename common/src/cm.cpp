@@ -6,6 +6,8 @@
 #include <rdma_samples/rc_qp.hpp>
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
 
 #include <cstring>
 #include <functional>
@@ -26,6 +28,28 @@ void check_cm(int rc, const std::string &call, const std::function<std::string(i
     const int err = errno != 0 ? errno : EINVAL;
     trace("%s failed: %s (errno %d)", call.c_str(), std::strerror(err), err);
     throw Error(call + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")", hint(err));
+}
+
+/** Whether the device has reported IBV_EVENT_COMM_EST on @p qp (a packet arrived before the CM's RTU).
+ *  Looks without waiting; any other event taken here is acknowledged and traced. */
+bool took_comm_est(ibv_context *ctx, const ibv_qp *qp)
+{
+    const int flags = fcntl(ctx->async_fd, F_GETFL);
+    if (flags == -1 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == -1)
+        return false;
+    bool found = false;
+    for (int n = 0; n < 16; ++n) {
+        pollfd pfd{ctx->async_fd, POLLIN, 0};
+        ibv_async_event ev{};
+        if (poll(&pfd, 1, 0) != 1 || ibv_get_async_event(ctx, &ev) != 0)
+            break;
+        if (ev.event_type == IBV_EVENT_COMM_EST && ev.element.qp == qp)
+            found = true;
+        else
+            trace("async event while accepting: %s", async_event_name(ev.event_type));
+        ibv_ack_async_event(&ev);
+    }
+    return found;
 }
 
 std::string loopback_hint()
@@ -236,8 +260,36 @@ CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int resp
     rdma_conn_param param = cm_conn_param(qp, rr, 0);
     check_rc(rdma_accept(req->id, &param), "rdma_accept");
     req.reset();
-    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ESTABLISHED, args.timeout_s, "the connection to be established",
-                    c.peer);
+    //! [established]
+    // The client's RTU (its last handshake message) makes the connection ESTABLISHED here. A lost RTU
+    // is repaired by the CM only seconds later (it resends the REP, the client answers with another
+    // RTU), and meanwhile the client, already at RTS, may be sending: the first packet to reach our QP
+    // raises IBV_EVENT_COMM_EST on the device, and rdma_notify() tells the CM the connection is up
+    // (rdma_notify(3)). A client that finished and disconnected before either arrived is gone, but
+    // what it sent is in our CQ: the sample's own poll finds it.
+    const Deadline deadline(args.timeout_s);
+    for (;;) {
+        CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(50, deadline.left_ms())));
+        if (ev && ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->status == 0)
+            break;
+        if (ev && ev->event == RDMA_CM_EVENT_DISCONNECTED) {
+            info("RDMA CM: %s disconnected before its RTU arrived (lost on the way?); it already did its part",
+                 c.peer.c_str());
+            c.disconnected = true;
+            return c;
+        }
+        if (ev && ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT && ev->event != RDMA_CM_EVENT_ADDR_CHANGE)
+            throw cm_event_error(*ev, "the connection to be established", c.peer);
+        if (took_comm_est(dev.ctx.get(), qp)) {
+            info("RDMA CM: data arrived before the client's RTU (IBV_EVENT_COMM_EST): rdma_notify()");
+            check_rc(rdma_notify(c.id.get(), IBV_EVENT_COMM_EST), "rdma_notify(IBV_EVENT_COMM_EST)");
+        }
+        if (deadline.expired())
+            throw timeout_error(args.timeout_s, "the connection to be established (RDMA_CM_EVENT_ESTABLISHED)",
+                                "no answer from " + c.peer + ": is the peer running, with -cm and the same -lp? raise "
+                                "-t if it is just slow");
+    }
+    //! [established]
     info("RDMA CM: connection established from %s", c.peer.c_str());
     return c;
 }

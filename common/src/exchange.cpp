@@ -4,7 +4,9 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/rc_qp.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace rdma_samples {
 
@@ -121,6 +123,16 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
     info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
          gid_to_string(local.gid).c_str());
     return x;
+}
+
+void close_as_responder(Exchange &x, int timeout_s)
+{
+    if (x.cm.id) {
+        cm_disconnect(x.cm, timeout_s);
+        return;
+    }
+    info("keeping the QP %d ms, in case our last ACK was lost and the requester resends", rc_retransmit_window_ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
 }
 
 Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,

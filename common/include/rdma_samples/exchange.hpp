@@ -122,6 +122,19 @@ Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, i
 Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
                           const std::string &peer, int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
 
+/**
+ * @brief The responder's end of the connection, once the requester's last message has arrived.
+ *
+ * Our ACK of that message may have been lost; the requester then resends it for up to
+ * rc_retransmit_window_ms, and only a QP that still exists can acknowledge it again (TCP calls this
+ * TIME_WAIT). `-cm`: cm_disconnect(): the requester answers our DREQ only after its last completion,
+ * so the QP stays up as long as it is needed. Descriptor files: keep the QP for
+ * rc_retransmit_window_ms.
+ * @param x         the exchange
+ * @param timeout_s the bound of the disconnect (-t)
+ */
+void close_as_responder(Exchange &x, int timeout_s);
+
 /// @cond TRANSITION
 /** Until every sample is converted: qp_to_init(qp, dev, 0), then connect_to_responder(). */
 Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,

@@ -36,6 +36,21 @@ inline constexpr int rc_rnr_retry = 6;
  * Soft-RoCE honours it: `./lab trace write --kill-responder` shows the seven sends 67 ms apart.
  */
 inline constexpr int rc_timeout = 14;
+/**
+ * @brief How long a sender may keep resending one request: (rc_retry_cnt + 1) sends, one ACK timeout
+ * (4.096 us * 2^rc_timeout) apart, rounded up: 7 * 67 ms = 470 ms, so 500 ms.
+ *
+ * The side that RECEIVES the last message of a connection must keep its QP this long before
+ * destroying it, like TCP's TIME_WAIT: if its ACK of that message is lost, the sender resends, and only
+ * a QP that still exists can acknowledge again. Destroy it at once and the sender, which did deliver
+ * its message, still fails with IBV_WC_RETRY_EXC_ERR. (A NIC that rounds the ACK timeout up to a
+ * minimum of its own makes the window longer.) With RDMA CM the disconnect handshake does this: the
+ * sender answers the DREQ only after its last completion.
+ */
+inline constexpr int rc_retransmit_window_ms = 500;
+static_assert((rc_retry_cnt + 1) * 4096LL * (1LL << rc_timeout) / 1'000'000 <= rc_retransmit_window_ms,
+              "the window must cover every resend");
+
 /** @brief RNR NAK timer (IBV_QP_MIN_RNR_TIMER) we ask a sender to wait before it retries a SEND that
  *  found no receive: code 12 = 0.64 ms (IBTA table of RNR timer codes; code 0 means 655 ms). */
 inline constexpr int rc_min_rnr_timer = 12;
