@@ -29,7 +29,7 @@ base_args() {
     [ -z "${probe:-}" ] || append+=" rdma_vm.probe"
     [ -z "${RDMA_SAMPLES_VM_APPEND:-}" ] || append+=" $RDMA_SAMPLES_VM_APPEND"
     # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs, on single-threaded TCG (microvm with several vCPUs
-    # on multi-threaded TCG hung in tests; see DESIGN.md).
+    # on multi-threaded TCG hung in tests).
     local smp=${RDMA_SAMPLES_VM_SMP:-1} accel_arg=$acc
     [ "$smp" = 1 ] || [ "$acc" != tcg ] || accel_arg=tcg,thread=single
     qargs=(
