@@ -1,0 +1,74 @@
+# shellcheck shell=bash
+# tests/vm/boot.bash: how the VM boots: the accelerator (KVM when a trial boot under it is quick, else
+# TCG; tried once per boot of this host), the host's TSC frequency for the kernel command line, and
+# QEMU's base arguments (microvm, the prepared kernel and initramfs, the host's root over 9p) that
+# run, shell and the accelerator probe share. Sourced by tests/vm/vm, never run by itself.
+# QEMU options are comma-separated lists (SC2054).
+# shellcheck disable=SC2054
+
+tsc_khz() {
+    local mhz khz
+    mhz=$(awk -F: '/^cpu MHz/{gsub(/ /, "", $2); print $2; exit}' /proc/cpuinfo 2>/dev/null || true)
+    if [ -n "$mhz" ]; then
+        awk -v m="$mhz" 'BEGIN{printf "%d\n", m * 1000}'
+    elif khz=$(cat /sys/devices/system/cpu/cpu0/cpufreq/cpuinfo_max_freq 2>/dev/null) && [ -n "$khz" ]; then
+        echo "$khz"
+    else
+        echo 2000000
+    fi
+}
+
+# base_args ACCEL: qargs=(...) with the machine, the kernel and the host root; the caller adds the
+# console and its folders.
+base_args() {
+    local acc=$1
+    local append khz
+    khz=$(tsc_khz)
+    append="console=ttyS0 panic=-1 tsc=reliable cryptomgr.notests tsc_early_khz=$khz"
+    if [ "${RDMA_SAMPLES_VM_DEBUG:-0}" = 1 ]; then append+=" loglevel=7 rdma_vm.debug"; else append+=" quiet loglevel=0"; fi
+    [ -z "${probe:-}" ] || append+=" rdma_vm.probe"
+    [ -z "${RDMA_SAMPLES_VM_APPEND:-}" ] || append+=" $RDMA_SAMPLES_VM_APPEND"
+    # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs, on single-threaded TCG (microvm with several vCPUs
+    # on multi-threaded TCG hung in tests).
+    local smp=${RDMA_SAMPLES_VM_SMP:-1} accel_arg=$acc
+    [ "$smp" = 1 ] || [ "$acc" != tcg ] || accel_arg=tcg,thread=single
+    qargs=(
+        -M microvm,x-option-roms=off -accel "$accel_arg" -m 1024 -smp "$smp" -no-reboot -nodefaults
+        -display none -no-user-config
+        -kernel "$kdir/vmlinux" -initrd "$kdir/initrd.gz" -append "$append"
+        -fsdev local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap
+        -device virtio-9p-device,fsdev=fs0,mount_tag=hostroot
+    )
+    [ "$acc" != kvm ] || qargs+=(-cpu host)
+}
+
+# accel: kvm when /dev/kvm runs this kernel quickly, else tcg. Tried once per boot of this host.
+# (Where /dev/kvm is PVM, a software hypervisor, the Debian kernel crawls: the probe times out.)
+accel() {
+    if [ -n "${RDMA_SAMPLES_ACCEL:-}" ]; then
+        echo "$RDMA_SAMPLES_ACCEL"
+        return
+    fi
+    local boot memo=$cache/accel
+    boot=$(cat /proc/sys/kernel/random/boot_id 2>/dev/null || echo unknown)
+    if [ -f "$memo" ] && [ "$(head -n 1 "$memo")" = "$boot" ]; then
+        tail -n 1 "$memo"
+        return
+    fi
+    local result=tcg
+    if [ -r /dev/kvm ] && [ -w /dev/kvm ]; then
+        say "trying KVM (once per boot of this machine)"
+        local log
+        log=$(mktemp "$cache/probe.XXXXXX")
+        local probe=1 qargs=()
+        base_args kvm
+        timeout -k 2 10 qemu-system-x86_64 "${qargs[@]}" -serial "file:$(qesc "$log")" \
+            </dev/null >/dev/null 2>&1 3>&- || true
+        grep -q rdma-vm-probe-ok "$log" && result=kvm
+        rm -f "$log"
+        say "accelerator: $result"
+    fi
+    printf '%s\n%s\n' "$boot" "$result" >"$memo.$$"
+    mv "$memo.$$" "$memo"
+    echo "$result"
+}

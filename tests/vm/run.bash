@@ -1,0 +1,213 @@
+# shellcheck shell=bash
+# tests/vm/run.bash: `tests/vm/vm run` and `tests/vm/vm shell`: write the job the guest runs (command,
+# directory, environment) into a private 9p folder, add the job's folder, the shared folders and the
+# virtual network to QEMU's arguments, boot, follow the job's stdout and stderr live, and return its
+# exit status (124 on --timeout). Sourced by tests/vm/vm, never run by itself.
+# QEMU options are comma-separated lists (SC2054).
+# shellcheck disable=SC2054
+
+# write_job JOBDIR INTERACTIVE CMD...: the script the guest runs, with this shell's directory and
+# environment (quoted with printf %q: spaces and quotes survive).
+write_job() {
+    local dir=$1 interactive=$2
+    shift 2
+    {
+        local v
+        for v in PATH CI $(compgen -e | grep -E '^(RDMA_SAMPLES_|BATS_|ASAN_|UBSAN_|LSAN_)' || true); do
+            [ -z "${!v+x}" ] || printf 'export %s=%q\n' "$v" "${!v}"
+        done
+        echo 'export HOME=/root LANG=C.UTF-8'
+        if [ "$interactive" = 1 ]; then
+            printf 'export TERM=%q\n' "${TERM:-vt100}"
+            local rows cols
+            if read -r rows cols < <(stty size 2>/dev/null </dev/tty); then
+                printf 'stty rows %d cols %d 2>/dev/null\n' "$rows" "$cols"
+            fi
+        else
+            echo 'export TERM=dumb'
+        fi
+        printf 'cd %q || exit 1\n' "$PWD"
+        printf 'exec'
+        printf ' %q' "$@"
+        echo
+    } >"$dir/run.sh"
+}
+
+# keep_paths: host folders the guest must see although they are under /tmp (its private tmpfs).
+keep_paths() {
+    local p
+    for p in "$PWD" "$(cd "$here/../.." && pwd)" "${RDMA_SAMPLES_SOURCE:-}" "${RDMA_SAMPLES_BUILD:-}"; do
+        case "$p" in /tmp/?*) echo "$p" ;; esac
+    done | sort -u
+}
+
+# same_output: this script's stdout and stderr are one file, pipe or terminal (then the job's are too,
+# which keeps their order).
+same_output() { [[ /proc/self/fd/1 -ef /proc/self/fd/2 ]]; }
+
+cmd_run() {
+    local timeout_s=600 name=rdma-vm net="" ip="" shares=() d
+    while [ $# -gt 0 ]; do
+        case "$1" in
+        --timeout)
+            if [ $# -lt 2 ] || ! [[ $2 =~ ^[1-9][0-9]*$ ]]; then usage_error "--timeout takes a number of seconds"; fi
+            timeout_s=$2
+            shift 2
+            ;;
+        --share)
+            [ $# -ge 2 ] || usage_error "--share takes a folder"
+            d=$(cd "$2" 2>/dev/null && pwd -P) || die "--share $2: no such folder"
+            shares+=("$d")
+            shift 2
+            ;;
+        --net)
+            if [ $# -lt 2 ] || ! [[ $2 =~ ^(listen|connect):[0-9]+$ ]]; then usage_error "--net takes listen:PORT or connect:PORT"; fi
+            net=$2
+            shift 2
+            ;;
+        --ip)
+            if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+/[0-9]+$ ]]; then usage_error "--ip takes A.B.C.D/PREFIX"; fi
+            ip=$2
+            shift 2
+            ;;
+        --name)
+            [ $# -ge 2 ] || usage_error "--name takes a name"
+            name=$2
+            shift 2
+            ;;
+        -h | --help) usage; return 0 ;;
+        --) shift; break ;;
+        *) usage_error "run: unknown option $1 (see tests/vm/vm --help)" ;;
+        esac
+    done
+    [ $# -gt 0 ] || usage_error "usage: tests/vm/vm run [OPTIONS] -- CMD [ARGS...]"
+    [ -z "$net" ] || [ -n "$ip" ] || usage_error "--net needs --ip"
+    [ -n "$net" ] || [ -z "$ip" ] || usage_error "--ip needs --net"
+    command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+
+    local start=$SECONDS deadline=$((SECONDS + timeout_s))
+    local kdir
+    ensure_prepared
+    local acc
+    acc=$(accel)
+
+    job=$(mktemp -d "${TMPDIR:-/tmp}/rdma-samples-vm.XXXXXX")
+    write_job "$job" 0 "$@"
+    printf '%s\n' "${shares[@]+"${shares[@]}"}" >"$job/shares"
+    printf '%s' "$ip" >"$job/ip"
+    keep_paths >"$job/keep"
+    printf '%s\n' "$name" >"$job/hostname"
+    : >"$job/out"
+    : >"$job/err"
+    local merged=0
+    if same_output; then
+        merged=1
+        : >"$job/merged"
+    fi
+
+    local qargs=()
+    base_args "$acc"
+    qargs+=(
+        -fsdev "local,id=fsj,path=$(qesc "$job"),security_model=none"
+        -device virtio-9p-device,fsdev=fsj,mount_tag=job
+        -chardev "file,id=con,path=$(qesc "$job/console.log")" -serial chardev:con
+    )
+    local i=0 s
+    for s in "${shares[@]+"${shares[@]}"}"; do
+        qargs+=(-fsdev "local,id=fss$i,path=$(qesc "$s"),security_model=none"
+            -device "virtio-9p-device,fsdev=fss$i,mount_tag=share$i")
+        i=$((i + 1))
+    done
+    local port=
+    if [ -n "$net" ]; then
+        local mac
+        mac=52:54:00:$(printf '%s' "$name/$ip" | md5sum | sed 's/^\(..\)\(..\)\(..\).*/\1:\2:\3/')
+        port=${net#*:}
+        case "$net" in
+        listen:*) qargs+=(-netdev "socket,id=n0,listen=127.0.0.1:$port") ;;
+        connect:*) qargs+=(-netdev "socket,id=n0,connect=127.0.0.1:$port") ;;
+        esac
+        qargs+=(-device "virtio-net-device,netdev=n0,mac=$mac")
+    fi
+
+    # The job's output, streamed live from the job folder (tail follows until QEMU is gone).
+    local rc=0 tries=0 left p waited=
+    while :; do
+        if [ "${net%%:*}" = connect ] && ! port_listening "$port"; then
+            # QEMU exits at once when nothing listens: wait for the other VM's QEMU.
+            [ "$SECONDS" -lt "$deadline" ] || break
+            if [ "$((SECONDS - start))" -ge 10 ] && [ -z "${waited:-}" ]; then
+                say "$name: still waiting for a VM to listen on 127.0.0.1:$port (--net listen:$port)"
+                waited=1
+            fi
+            sleep 0.2
+            continue
+        fi
+        left=$((deadline - SECONDS))
+        [ "$left" -gt 0 ] || break
+        timeout -k 3 "$left" qemu-system-x86_64 "${qargs[@]}" </dev/null >"$job/qemu.log" 2>&1 3>&- &
+        qpid=$!
+        tail -n +1 -s 0.2 -f --pid="$qpid" "$job/out" 3>&- &
+        tail_pids+=($!)
+        if [ "$merged" = 0 ]; then
+            tail -n +1 -s 0.2 -f --pid="$qpid" "$job/err" >&2 3>&- &
+            tail_pids+=($!)
+        fi
+        rc=0
+        wait "$qpid" || rc=$?
+        qpid=
+        # The tails print what is left and stop, QEMU being gone.
+        for p in ${tail_pids[@]+"${tail_pids[@]}"}; do
+            wait "$p" 2>/dev/null || true
+        done
+        tail_pids=()
+        # A connect that lost the race (the listener went away and came back): try again.
+        if [ ! -f "$job/status" ] && [ ! -s "$job/console.log" ] && [ "${net%%:*}" = connect ] &&
+            [ "$rc" != 124 ] && [ "$tries" -lt 20 ] && grep -q 'Connection refused' "$job/qemu.log"; then
+            tries=$((tries + 1))
+            sleep 0.3
+            continue
+        fi
+        break
+    done
+    if [ -f "$job/status" ]; then
+        [ "${RDMA_SAMPLES_VM_DEBUG:-0}" != 1 ] || cat "$job/console.log" >&2
+        return "$(cat "$job/status")"
+    fi
+    if [ "$rc" = 124 ] || [ "$rc" = 137 ] || [ "$SECONDS" -ge "$deadline" ]; then
+        if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+            say "$name: timed out after $((SECONDS - start)) s (--timeout $timeout_s); the VM was killed"
+        else
+            say "$name: timed out after $((SECONDS - start)) s (--timeout $timeout_s) before the VM started"
+        fi
+        return 124
+    fi
+    say "$name: the VM stopped before the command finished (QEMU exit status $rc); its last words:"
+    {
+        tail -n 5 "$job/qemu.log"
+        tail -n 15 "$job/console.log"
+    } | sed 's/^/  /' | tr -d '\r' >&2
+    return 1
+}
+
+cmd_shell() {
+    [ $# -eq 0 ] || usage_error "shell takes no arguments (use run -- CMD)"
+    local kdir acc qargs=()
+    ensure_prepared
+    acc=$(accel)
+    job=$(mktemp -d "${TMPDIR:-/tmp}/rdma-samples-vm.XXXXXX")
+    write_job "$job" 1 bash -i
+    : >"$job/shares"
+    : >"$job/ip"
+    keep_paths >"$job/keep"
+    : >"$job/interactive"
+    echo rdma-vm >"$job/hostname"
+    base_args "$acc"
+    qargs+=(
+        -fsdev "local,id=fsj,path=$(qesc "$job"),security_model=none"
+        -device virtio-9p-device,fsdev=fsj,mount_tag=job
+        -chardev stdio,id=con,mux=on,signal=off -serial chardev:con -mon chardev=con,mode=readline
+    )
+    say "starting a shell in the Soft-RoCE VM (rxe0 on lo); 'exit' powers it off, Ctrl-A x kills it"
+    qemu-system-x86_64 "${qargs[@]}" 3>&-
+}
