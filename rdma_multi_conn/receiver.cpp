@@ -24,7 +24,9 @@
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/wait.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 using namespace rdma_samples;
@@ -94,11 +96,9 @@ static void run(const Args &args)
 
     step(2, "register one buffer with a %zu-byte slot per connection (%d), local write only", max_message_length, n);
     Buffer buf(static_cast<std::size_t>(n) * max_message_length);
-    //! [reg_mr]
     // DOCA's table: the receiver's mmap is local read/write. The device writes each incoming message
     // into a slot, a local write on our behalf; SEND/RECEIVE is two-sided, so no remote access at all.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-    //! [reg_mr]
 
     step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);
     //! [qps]
@@ -156,6 +156,10 @@ static void run(const Args &args)
             } else {
                 waiter.pause();
             }
+        step(7, "keep the QPs a moment: if an ACK of ours was lost, its sender resends the message");
+        // Like TCP's TIME_WAIT (rc_qp.hpp, rc_retransmit_window_ms): a QP destroyed at once could not
+        // acknowledge the resend, and the sender would fail although its message arrived.
+        std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
     } else if (cm_client) {
         step(5, "connect to the sending server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args, dev, qps[0].get());

@@ -31,7 +31,6 @@ using namespace rdma_samples;
 /** Post the message as a SEND on @p qp; @p conn comes back as the completion's wr_id. */
 static void post_message(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::size_t len, int conn)
 {
-    //! [post_send]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // all connections send from the same bytes
     sge.length = static_cast<std::uint32_t>(len);
@@ -44,7 +43,6 @@ static void post_message(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::s
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(SEND, connection " + std::to_string(conn) + ")");
-    //! [post_send]
 }
 
 /** Take every completion the CQ holds; wr_id is the connection. */
@@ -71,7 +69,6 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
     info("listening on port %u for %zu receivers; waiting up to %d s for each event", args.listen_port, qps.size(),
          args.timeout_s);
     Deadline idle(args.timeout_s); // -t bounds the wait for each next event, not the whole service
-    //! [server_loop]
     while (!server.all_finished() && !idle.expired()) {
         take_completions(cq, args, server);
         const CmServerEvent ev = server.next(20);
@@ -82,12 +79,10 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
             result("connection %d established from %s", ev.conn, server.client(ev.conn).addr.c_str());
             // The client posted its receive before connecting: we may SEND at once.
             post_message(qps[static_cast<std::size_t>(ev.conn)], buf, mr, args.message.size(), ev.conn);
-        } else if (ev.kind == CmServerEvent::Kind::gone) {
-            take_completions(cq, args, server); // its SEND may have completed already
-            server.mark_lost(ev.conn, "the receiver went away (" + ev.event + ") before our SEND completed");
-        }
+        } else if (ev.kind == CmServerEvent::Kind::gone && !server.client(ev.conn).established) {
+            server.mark_lost(ev.conn, "the receiver went away (" + ev.event + ") before the connection was up");
+        } // a receiver that goes once connected: our SEND's completion says how it ended (success or an error)
     }
-    //! [server_loop]
     take_completions(cq, args, server);
     server.finish("receiver", "messages sent", "rdma_multi_conn_receive");
 }
@@ -105,11 +100,9 @@ static void run(const Args &args)
     step(2, "register the %zu-byte message once; every connection sends from it", args.message.size());
     Buffer buf(max_message_length);
     std::memcpy(buf.data(), args.message.data(), args.message.size());
-    //! [reg_mr]
     // DOCA's table: the sender's mmap is local read/write. A SEND's source is only read by our own
     // device: no remote access.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-    //! [reg_mr]
 
     step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);
     // One CQ serves all QPs, so it needs room for what every one of them can have outstanding.

@@ -77,7 +77,7 @@ static void run(const Args &args, const Options &opt)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     //! [reg_mr]
 
-    step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
+    step(3, "create a completion queue and an RC queue pair");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());

@@ -38,7 +38,7 @@ static void run(const Args &args)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
     //! [reg_mr]
 
-    step(3, "create a completion queue and an RC queue pair that accepts remote reads, and move it to INIT");
+    step(3, "create a completion queue and an RC queue pair that accepts remote reads");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());

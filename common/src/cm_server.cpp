@@ -66,8 +66,11 @@ CmServerEvent CmServer::next(int wait_ms)
         return mark_established(i) ? CmServerEvent{CmServerEvent::Kind::established, i, name} : CmServerEvent{};
     if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_CONNECT_ERROR ||
         ev->event == RDMA_CM_EVENT_UNREACHABLE || ev->event == RDMA_CM_EVENT_REJECTED) {
+        // Answered (DREP) in answer_if_finished(): the client that received our last message may
+        // disconnect before our SEND's ACK came back; if that ACK was lost, we resend, and only a
+        // client that still waits for our DREP keeps its QP to acknowledge it.
         clients_[static_cast<std::size_t>(i)].disconnected = true;
-        rdma_disconnect(ev->id); // answer the client's DREQ with a DREP, or it waits for one until -t
+        answer_if_finished(clients_[static_cast<std::size_t>(i)]);
         return {CmServerEvent::Kind::gone, i, name};
     }
     return {};
@@ -82,13 +85,29 @@ bool CmServer::mark_established(int conn)
     return true;
 }
 
+void CmServer::answer_if_finished(CmClient &c)
+{
+    if (c.disconnected && !c.answered && (c.done || !c.lost.empty())) {
+        rdma_disconnect(c.id.get()); // our DREP; the client waits for it (bounded by its -t)
+        c.answered = true;
+    }
+}
+
+void CmServer::mark_done(int conn)
+{
+    CmClient &c = clients_[static_cast<std::size_t>(conn)];
+    c.done = true;
+    answer_if_finished(c);
+}
+
 void CmServer::mark_lost(int conn, const std::string &why)
 {
     CmClient &c = clients_[static_cast<std::size_t>(conn)];
-    if (c.done || !c.lost.empty())
-        return;
-    c.lost = why;
-    info("connection %d lost: %s", conn, why.c_str());
+    if (!c.done && c.lost.empty()) {
+        c.lost = why;
+        info("connection %d lost: %s", conn, why.c_str());
+    }
+    answer_if_finished(c);
 }
 
 bool CmServer::all_finished() const
@@ -101,15 +120,19 @@ bool CmServer::all_finished() const
 
 void CmServer::finish(const std::string &peer, const std::string &outcome, const std::string &program)
 {
-    // Disconnect every client still connected and wait (bounded) until the CM confirms each.
+    // Answer every client that asked to disconnect; disconnect every other one still connected and
+    // wait (bounded) until the CM confirms each.
     int waiting = 0;
-    for (auto &c : clients_)
-        if (c.established && !c.disconnected) {
-            if (rdma_disconnect(c.id.get()) == 0)
-                ++waiting;
-            else
-                c.disconnected = true; // already gone
-        }
+    for (auto &c : clients_) {
+        if (!c.id || c.answered)
+            continue;
+        const bool ours = !c.disconnected; // we send the DREQ, the client answers
+        c.answered = true;
+        if (rdma_disconnect(c.id.get()) == 0 && ours && c.established)
+            ++waiting;
+        else
+            c.disconnected = true; // answered, or already gone
+    }
     const Deadline deadline(timeout_s_);
     while (waiting > 0) {
         CmEventPtr ev = next_cm_event(listener_.channel.get(), deadline);

@@ -11,13 +11,11 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 namespace rdma_samples {
@@ -293,7 +291,7 @@ template <typename D, typename Parse> D wait_for(const WaitFor &w, Parse parse)
                   "start " + w.from + " (it writes this file), or copy the file here from its machine; check -re/-m");
     std::string reported_stale;
     std::string last_bad;
-    auto bad_since = std::chrono::steady_clock::now();
+    Deadline settle = Deadline::in_ms(500); // a malformed file must stay unchanged this long to count
     for (;;) {
         bool exists = false;
         const std::string text = read_descriptor_text(w.path, exists);
@@ -314,11 +312,10 @@ template <typename D, typename Parse> D wait_for(const WaitFor &w, Parse parse)
                 }
             } catch (const DescriptorError &) {
                 // A copy may still be in progress: accept a malformed file only once it stops changing.
-                const auto now = std::chrono::steady_clock::now();
                 if (text != last_bad) {
                     last_bad = text;
-                    bad_since = now;
-                } else if (now - bad_since >= std::chrono::milliseconds(500)) {
+                    settle.restart();
+                } else if (settle.expired()) {
                     throw;
                 }
             }

@@ -26,7 +26,8 @@ struct CmClient {
     std::string addr;          ///< where it connected from
     bool established = false;  ///< the connection is up (ESTABLISHED seen, or its first message arrived)
     bool done = false;         ///< its message went through
-    bool disconnected = false; ///< the CM reported it gone, or it was disconnected
+    bool disconnected = false; ///< the client asked to disconnect (DREQ), or the CM reported it gone
+    bool answered = false;     ///< we have called rdma_disconnect() for it (our DREP, or our DREQ)
     std::string lost;          ///< why it failed, or empty
 };
 
@@ -37,7 +38,7 @@ struct CmServerEvent {
         nothing,     ///< no event within the wait (or one that changes nothing here)
         accepted,    ///< a client's CONNECT_REQUEST was accepted onto QP conn
         established, ///< connection conn is up (first time only)
-        gone,        ///< the client of connection conn went away (event names how)
+        gone,        ///< the client of connection conn disconnected or failed (event names how)
     };
     Kind kind = Kind::nothing; ///< what happened
     int conn = -1;             ///< which connection (index of its QP)
@@ -58,7 +59,8 @@ public:
     /**
      * @brief Take the next CM event, waiting at most @p wait_ms: accept a connection request onto the
      * next QP (moving it to RTR and RTS), or reject it when every QP is taken; note ESTABLISHED and
-     * departures; answer a client's disconnect.
+     * departures. A client's disconnect is answered only once its connection is finished (mark_done(),
+     * mark_lost()): until then our QP must stay, to finish a SEND whose ACK was lost.
      * @param wait_ms how long to wait for an event
      * @return what happened
      */
@@ -71,8 +73,9 @@ public:
      */
     bool mark_established(int conn);
 
-    /** @brief Connection @p conn's message went through. @param conn the connection */
-    void mark_done(int conn) { clients_[static_cast<std::size_t>(conn)].done = true; }
+    /** @brief Connection @p conn's message went through; a client that asked to disconnect is
+     *  answered now. @param conn the connection */
+    void mark_done(int conn);
 
     /**
      * @brief Connection @p conn failed, for the reason given (the first reason is kept, and said once).
@@ -98,6 +101,7 @@ public:
     void finish(const std::string &peer, const std::string &outcome, const std::string &program);
 
 private:
+    void answer_if_finished(CmClient &c);
     CmConnection listener_;
     const Device &dev_;
     std::vector<CmClient> clients_;
