@@ -1,7 +1,6 @@
 /** @file args.cpp @brief DOCA-compatible command line parsing, --help, and the life of main(). */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
-#include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/log.hpp>
 
 #include <cstdio>
