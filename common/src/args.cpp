@@ -66,7 +66,7 @@ void require_plain(const std::string &flag, const std::string &what, const std::
                              ", got " + quote(v));
 }
 
-void apply_common(Args &a, const ProgramSpec &spec, const std::string &name, const std::string &flag, const std::string &v)
+void apply_common(Args &a, const std::string &name, const std::string &flag, const std::string &v)
 {
     if (name == "device") {
         require_plain(flag, "device name", v, 64, true); // IBV_SYSFS_NAME_MAX
@@ -108,7 +108,6 @@ void apply_common(Args &a, const ProgramSpec &spec, const std::string &name, con
     } else if (name == "help") {
         a.help = true;
     }
-    (void)spec;
 }
 
 } // namespace
@@ -166,7 +165,7 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
             throw UsageError(tok + ": takes no value");
         }
         if (common)
-            apply_common(a, spec, common->long_name, tok, value);
+            apply_common(a, common->long_name, tok, value);
         else
             extra->apply(value);
     }
