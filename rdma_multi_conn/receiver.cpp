@@ -57,7 +57,7 @@ static void take_completions(ibv_cq *cq, const Buffer &buf, CmServer &server)
 }
 
 /** The CM server: accept up to n senders, print each message as it arrives, survive the ones that fail. */
-static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<ibv_qp *> &qps, const Buffer &buf)
+static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf)
 {
     CmServer server(args, dev, qps); // client i gets qps[i]
     info("listening on port %u for %zu senders; waiting up to %d s for each event", args.listen_port, qps.size(),
@@ -108,11 +108,9 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, nullptr, 0), "ibv_create_cq"));
     Completions done(cq.get());
     std::vector<QpPtr> qps;
-    std::vector<ibv_qp *> qp_list; // the same QPs, as the CM server takes them
     for (int i = 0; i < n; ++i) {
         qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
         qp_to_init(qps.back().get(), dev, 0); // a receive-only QP grants the peer nothing remote
-        qp_list.push_back(qps.back().get());
     }
     //! [qps]
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
@@ -177,7 +175,7 @@ static void run(const Args &args)
         cm_disconnect(cm, args.timeout_s);
     } else {
         step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n, args.listen_port);
-        serve(args, dev, cq.get(), qp_list, buf);
+        serve(args, dev, cq.get(), qps, buf);
     }
 } // the QPs (all of them), cq, mr, pd and the device close here
 

@@ -62,7 +62,7 @@ static void take_completions(ibv_cq *cq, const Args &args, CmServer &server)
 }
 
 /** The CM server: accept up to n receivers and SEND to each once it is connected. */
-static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<ibv_qp *> &qps, const Buffer &buf,
+static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf,
                   const ibv_mr *mr)
 {
     CmServer server(args, dev, qps); // client i gets qps[i]
@@ -78,7 +78,7 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
         if (ev.kind == CmServerEvent::Kind::established) {
             result("connection %d established from %s", ev.conn, server.client(ev.conn).addr.c_str());
             // The client posted its receive before connecting: we may SEND at once.
-            post_message(qps[static_cast<std::size_t>(ev.conn)], buf, mr, args.message.size(), ev.conn);
+            post_message(qps[static_cast<std::size_t>(ev.conn)].get(), buf, mr, args.message.size(), ev.conn);
         } else if (ev.kind == CmServerEvent::Kind::gone && !server.client(ev.conn).established) {
             server.mark_lost(ev.conn, "the receiver went away (" + ev.event + ") before the connection was up");
         } // a receiver that goes once connected: our SEND's completion says how it ended (success or an error)
@@ -110,11 +110,9 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, nullptr, 0), "ibv_create_cq"));
     Completions done(cq.get());
     std::vector<QpPtr> qps;
-    std::vector<ibv_qp *> qp_list; // the same QPs, as the CM server takes them
     for (int i = 0; i < n; ++i) {
         qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
         qp_to_init(qps.back().get(), dev, 0); // a send-only QP grants the peer nothing remote
-        qp_list.push_back(qps.back().get());
     }
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
 
@@ -166,7 +164,7 @@ static void run(const Args &args)
         cm_disconnect(cm, args.timeout_s);
     } else {
         step(4, "serve %d receivers with RDMA CM on port %u: accept each, SEND to it once connected", n, args.listen_port);
-        serve(args, dev, cq.get(), qp_list, buf, mr.get());
+        serve(args, dev, cq.get(), qps, buf, mr.get());
     }
 } // the QPs (all of them), cq, mr, pd and the device close here
 

@@ -29,12 +29,12 @@ int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id)
 
 } // namespace
 
-CmServer::CmServer(const Args &args, const Device &dev, std::vector<ibv_qp *> qps)
+CmServer::CmServer(const Args &args, const Device &dev, const std::vector<QpPtr> &qps)
     : listener_(cm_listen(args, static_cast<int>(qps.size()))), dev_(dev), clients_(qps.size()),
       timeout_s_(args.timeout_s)
 {
     for (std::size_t i = 0; i < qps.size(); ++i)
-        clients_[i].qp = qps[i];
+        clients_[i].qp = qps[i].get();
 }
 
 CmServerEvent CmServer::next(int wait_ms)

@@ -13,6 +13,7 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/cm.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/verbs.hpp>
 
 #include <string>
 #include <vector>
@@ -54,7 +55,7 @@ public:
      * @param dev  the device this side opened (a client must reach it through the same one)
      * @param qps  one QP per client, each in INIT with its receives posted
      */
-    CmServer(const Args &args, const Device &dev, std::vector<ibv_qp *> qps);
+    CmServer(const Args &args, const Device &dev, const std::vector<QpPtr> &qps);
 
     /**
      * @brief Take the next CM event, waiting at most @p wait_ms: accept a connection request onto the
