@@ -19,7 +19,7 @@ DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descript
     sge.length = static_cast<std::uint32_t>(buf_.size());
     sge.lkey = mr_->lkey;
     ibv_recv_wr wr{};
-    wr.wr_id = descriptor_wr_id;
+    wr.wr_id = descriptor_recv_wr_id;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad = nullptr;
@@ -28,7 +28,7 @@ DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descript
 
 std::string DescriptorReceive::wait(Completions &done, int timeout_s)
 {
-    const ibv_wc wc = done.wait(descriptor_wr_id, IBV_WC_RECV, timeout_s, "the peer's descriptor (a SEND right after connecting)");
+    const ibv_wc wc = done.wait(descriptor_recv_wr_id, IBV_WC_RECV, timeout_s, "the peer's descriptor (a SEND right after connecting)");
     return std::string(buf_.data(), wc.byte_len);
 }
 

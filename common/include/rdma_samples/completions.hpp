@@ -32,7 +32,10 @@ namespace rdma_samples {
 /// The samples number their own work requests from 1.
 /// @{
 inline constexpr std::uint64_t goodbye_wr_id = 0x600d;    ///< the zero-length goodbye SEND and its receive
-inline constexpr std::uint64_t descriptor_wr_id = 0xde5c; ///< -cm: the resource descriptor's SEND and receive
+inline constexpr std::uint64_t descriptor_wr_id = 0xde5c; ///< -cm: the SEND of our resource descriptor
+/// -cm: the receive of the peer's resource descriptor. Not the SEND's wr_id: a side that sends a
+/// descriptor and receives one (rdma_bench) must not take the peer's for its own SEND's completion.
+inline constexpr std::uint64_t descriptor_recv_wr_id = 0xde5d;
 inline constexpr std::uint64_t drain_wr_id = 0xd4a1;      ///< the marker that shows a queue is drained
 /// @}
 

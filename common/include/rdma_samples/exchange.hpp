@@ -41,7 +41,7 @@ public:
      */
     DescriptorReceive(ibv_pd *pd, ibv_qp *qp);
     /**
-     * @brief Wait (bounded) for the receive's completion (wr_id descriptor_wr_id).
+     * @brief Wait (bounded) for the receive's completion (wr_id descriptor_recv_wr_id).
      * @param done      the QP's CQ's completions
      * @param timeout_s the bound
      * @return the text received
@@ -81,7 +81,7 @@ struct Exchange {
  * responder wrote first.
  *
  * `-cm`: post a receive for the resource descriptor (a second, local-write-only memory region of
- * max_descriptor_text bytes, wr_id descriptor_wr_id), connect to `-sa` (the CM moves the QP to RTR and
+ * max_descriptor_text bytes, wr_id descriptor_recv_wr_id), connect to `-sa` (the CM moves the QP to RTR and
  * RTS), then take the descriptor the responder SENDs right after accepting.
  *
  * Either way, when this returns the responder's QP is ready to receive.
