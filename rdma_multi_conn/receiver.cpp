@@ -81,7 +81,9 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
     }
     //! [server_loop]
     take_completions(cq, buf, server);
-    server.finish("sender", "messages arrived", "rdma_multi_conn_send");
+    server.finish("sender", "messages arrived",
+                  "start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc",
+                  "a sender stopped early; its output says why");
 }
 
 static void run(const Args &args)

@@ -84,7 +84,9 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
         } // a receiver that goes once connected: our SEND's completion says how it ended (success or an error)
     }
     take_completions(cq, args, server);
-    server.finish("receiver", "messages sent", "rdma_multi_conn_receive");
+    server.finish("receiver", "messages sent",
+                  "start the missing receivers (rdma_multi_conn_receive -cm -sa ADDR) within -t, or lower -nc",
+                  "a receiver stopped early; its output says why");
 }
 
 static void run(const Args &args)

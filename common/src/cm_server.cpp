@@ -118,7 +118,8 @@ bool CmServer::all_finished() const
     return true;
 }
 
-void CmServer::finish(const std::string &peer, const std::string &outcome, const std::string &program)
+void CmServer::finish(const std::string &peer, const std::string &outcome, const std::string &hint_missing,
+                      const std::string &hint_failed)
 {
     // Answer every client that asked to disconnect; disconnect every other one still connected and
     // wait (bounded) until the CM confirms each.
@@ -166,8 +167,8 @@ void CmServer::finish(const std::string &peer, const std::string &outcome, const
                                (lost.empty() ? "" : "; lost:" + lost);
     if (arrived_ < n)
         throw Error("timed out after " + std::to_string(timeout_s_) + " s without a new " + peer + ": " + counts,
-                    "start the missing " + peer + "s (" + program + " -cm -sa ADDR) within -t, or lower -nc");
-    throw Error(counts, "a " + peer + " stopped early; its output says why");
+                    hint_missing);
+    throw Error(counts, hint_failed);
 }
 
 } // namespace rdma_samples

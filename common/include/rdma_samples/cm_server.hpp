@@ -95,11 +95,13 @@ public:
     /**
      * @brief The end: disconnect every client still connected, wait (bounded) for the CM to confirm,
      * move every QP to ERR; then throw unless every connection's message went through.
-     * @param peer     what a client is, singular, e.g. "sender"
-     * @param outcome  what each success is, e.g. "messages arrived"
-     * @param program  the client program, for the hint, e.g. "rdma_multi_conn_send"
+     * @param peer         what a client is, singular, e.g. "sender"
+     * @param outcome      what each success is, e.g. "messages arrived"
+     * @param hint_missing the hint when fewer clients came than expected (-nc)
+     * @param hint_failed  the hint when every client came but some failed
      */
-    void finish(const std::string &peer, const std::string &outcome, const std::string &program);
+    void finish(const std::string &peer, const std::string &outcome, const std::string &hint_missing,
+                const std::string &hint_failed);
 
 private:
     void answer_if_finished(CmClient &c);
