@@ -71,11 +71,9 @@ static void run(const Args &args, const Options &opt)
 
     step(2, "register a %zu-byte buffer for the READ to fill (local read/write, not exported)", max_message_length);
     Buffer buf(max_message_length);
-    //! [reg_mr]
     // DOCA's table: the requester's mmap is local read/write. Local write matters here: our device
     // writes the bytes it reads from the responder into this buffer.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-    //! [reg_mr]
 
     step(3, "create a completion queue and an RC queue pair");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).

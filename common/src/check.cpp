@@ -250,6 +250,41 @@ const char *async_event_name(ibv_event_type type)
 }
 
 //! [async_events]
+std::string take_async_events(ibv_context *ctx)
+{
+    // The async queue is a file descriptor: make it non-blocking and ask poll() whether anything is
+    // there, so that looking never waits.
+    const int flags = fcntl(ctx->async_fd, F_GETFL);
+    if (flags == -1 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == -1)
+        return {};
+    std::string events;
+    for (int n = 0; n < 16; ++n) { // a handful is enough to explain; never loop forever
+        pollfd pfd{ctx->async_fd, POLLIN, 0};
+        ibv_async_event ev{};
+        if (poll(&pfd, 1, 0) != 1 || ibv_get_async_event(ctx, &ev) != 0)
+            break;
+        char text[96];
+        switch (ev.event_type) {
+        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
+            std::snprintf(text, sizeof text, "%s on QP 0x%06x", async_event_name(ev.event_type), ev.element.qp->qp_num);
+            break;
+        case IBV_EVENT_PORT_ACTIVE: case IBV_EVENT_PORT_ERR: case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE: case IBV_EVENT_SM_CHANGE: case IBV_EVENT_CLIENT_REREGISTER:
+        case IBV_EVENT_GID_CHANGE:
+            std::snprintf(text, sizeof text, "%s on port %d", async_event_name(ev.event_type), ev.element.port_num);
+            break;
+        default:
+            std::snprintf(text, sizeof text, "%s", async_event_name(ev.event_type));
+        }
+        ibv_ack_async_event(&ev); // every event taken must be acknowledged, or destroying its object blocks
+        trace("async event: %s", text);
+        events += (events.empty() ? "" : ", ") + std::string(text);
+    }
+    return events;
+}
+//! [async_events]
 
 Error with_async_events(const Error &e, ibv_context *ctx)
 {
