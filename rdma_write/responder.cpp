@@ -137,7 +137,7 @@ static void run(const Args &args)
         // Like TCP's TIME_WAIT: if our ACK of the goodbye was lost, the requester resends the goodbye
         // for up to rc_retransmit_window_ms, and only a QP that still exists can ACK it again. Destroy
         // the QP now and the requester, whose message did arrive, fails with IBV_WC_RETRY_EXC_ERR.
-        info("keeping the QP %d ms, in case our last ACK was lost and the requester resends", rc_retransmit_window_ms);
+        info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", rc_retransmit_window_ms);
         std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
     }
     //! [close]

@@ -131,7 +131,7 @@ void close_as_responder(Exchange &x, int timeout_s)
         cm_disconnect(x.cm, timeout_s);
         return;
     }
-    info("keeping the QP %d ms, in case our last ACK was lost and the requester resends", rc_retransmit_window_ms);
+    info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", rc_retransmit_window_ms);
     std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
 }
 
