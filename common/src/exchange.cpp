@@ -135,11 +135,4 @@ void close_as_responder(Exchange &x, int timeout_s)
     std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
 }
 
-Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
-                           const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
-{
-    qp_to_init(qp, dev, 0);
-    return connect_to_responder(args, dev, pd, qp, done, peer, max_rd_atomic, resource);
-}
-
 } // namespace rdma_samples

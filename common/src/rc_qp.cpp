@@ -124,25 +124,5 @@ ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint3
     return d;
 }
 
-void post_goodbye_receive(ibv_qp *qp)
-{
-    ibv_recv_wr wr{};
-    wr.wr_id = goodbye_wr_id;
-    wr.num_sge = 0; // a zero-length message needs no buffer
-    ibv_recv_wr *bad = nullptr;
-    check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(goodbye, 0 bytes)");
-}
-
-void send_goodbye(ibv_qp *qp, Completions &done, int timeout_s)
-{
-    ibv_send_wr wr{};
-    wr.wr_id = goodbye_wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.num_sge = 0;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr *bad = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, 0 bytes: goodbye)");
-    done.wait(goodbye_wr_id, IBV_WC_SEND, timeout_s, "the goodbye SEND");
-}
 
 } // namespace rdma_samples

@@ -135,11 +135,4 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
  */
 void close_as_responder(Exchange &x, int timeout_s);
 
-/// @cond TRANSITION
-/** Until every sample is converted: qp_to_init(qp, dev, 0), then connect_to_responder(). */
-Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
-                           const std::string &peer, int max_rd_atomic = 0,
-                           std::optional<ResourceKind> resource = std::nullopt);
-/// @endcond
-
 } // namespace rdma_samples

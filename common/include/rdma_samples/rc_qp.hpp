@@ -7,7 +7,6 @@
  */
 #pragma once
 
-#include <rdma_samples/completions.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/verbs.hpp>
@@ -152,24 +151,5 @@ std::uint32_t random_psn();
  * @return the descriptor to publish
  */
 ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint32_t psn, std::uint64_t nonce);
-
-/**
- * @brief Post a zero-length SEND on @p qp and wait for its completion: the requester's goodbye.
- *
- * On an RC QP the responder executes requests in the order they were posted, so when it receives
- * this message every earlier RDMA WRITE of ours is complete in its memory. (READs and atomics were
- * already complete here when their completions came back: the samples wait for each one first.)
- * @param qp        the connected QP
- * @param done      its CQ's completions (wr_id goodbye_wr_id)
- * @param timeout_s bound for the completion
- */
-void send_goodbye(ibv_qp *qp, Completions &done, int timeout_s);
-
-/**
- * @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND; its completion
- * has wr_id goodbye_wr_id.
- * @param qp the QP, at least in INIT
- */
-void post_goodbye_receive(ibv_qp *qp);
 
 } // namespace rdma_samples
