@@ -10,9 +10,11 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <algorithm>
 #include <cstdio>
@@ -21,24 +23,28 @@
 
 using namespace rdma_samples;
 
-namespace {
-bool do_add = true, do_swap = true;     // --op fetch-add|compare-swap|both
-std::uint64_t add = 1;                  // --add
-std::optional<std::uint64_t> compare;   // --compare (default: the value the fetch-add left, or 0)
-std::uint64_t swap_value = 100;         // --swap
-bool ignore_access = false;             // --ignore-access: post even if the export lacks remote atomic
+/** This program's own flags; the common ones are in Args. */
+struct Options {
+    bool fetch_add = true, compare_swap = true; ///< --op fetch-add|compare-swap|both
+    std::uint64_t add = 1;                      ///< --add
+    std::optional<std::uint64_t> compare;       ///< --compare (default: what the fetch-add left, or 0)
+    std::uint64_t swap = 100;                   ///< --swap
+    bool ignore_access = false;                 ///< --ignore-access: the demonstration below
+};
 
-/** Post one atomic work request and wait for it; the old remote value lands in @p result. */
-std::uint64_t post_atomic(ibv_qp *qp, Completions &done, const ibv_mr *mr, const ResourceDescriptor &counter,
-                          ibv_wr_opcode opcode, std::uint64_t compare_add, std::uint64_t swap, int timeout_s)
+/** Post one atomic on the counter and poll until it completes; return the old value it fetched. */
+static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions &done, const ibv_mr *mr,
+                                 const ResourceDescriptor &counter, ibv_wr_opcode opcode, std::uint64_t compare_add,
+                                 std::uint64_t swap)
 {
+    const bool fadd = opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
     //! [post_atomic]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(mr->addr); // 8 bytes: the device stores the old value here
     sge.length = sizeof(std::uint64_t);
     sge.lkey = mr->lkey;
     ibv_send_wr wr{};
-    wr.wr_id = 1;
+    wr.wr_id = 1;                            // comes back in the completion: the poll loop looks for it
     wr.opcode = opcode;                      // IBV_WR_ATOMIC_FETCH_AND_ADD or IBV_WR_ATOMIC_CMP_AND_SWP
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -48,11 +54,19 @@ std::uint64_t post_atomic(ibv_qp *qp, Completions &done, const ibv_mr *mr, const
     wr.wr.atomic.compare_add = compare_add;  // the addend, or the value compared with
     wr.wr.atomic.swap = swap;                // the new value if the comparison holds (CMP_AND_SWP only)
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr), opcode == IBV_WR_ATOMIC_FETCH_AND_ADD ? "ibv_post_send(ATOMIC_FETCH_AND_ADD)"
-                                                                                   : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
+    check_rc(ibv_post_send(qp, &wr, &bad_wr), fadd ? "ibv_post_send(ATOMIC_FETCH_AND_ADD)"
+                                                   : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
+
+    const char *what = fadd ? "the fetch-and-add" : "the compare-and-swap";
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, what, qp->context);
+    while (!done.take(1, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, what);
     //! [post_atomic]
-    const bool fadd = opcode == IBV_WR_ATOMIC_FETCH_AND_ADD;
-    done.wait(1, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, timeout_s, fadd ? "the fetch-and-add" : "the compare-and-swap");
     //! [byte_order]
     // Byte order: compare_add and swap are given in our host order, and the old value comes back in
     // our host order too; on the wire the devices carry all three big-endian (network order). The
@@ -67,14 +81,26 @@ std::uint64_t post_atomic(ibv_qp *qp, Completions &done, const ibv_mr *mr, const
          b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], static_cast<unsigned long long>(old));
     return old;
 }
-} // namespace
 
-static void run(const Args &args)
+/** --ignore-access: post the fetch-and-add although the export grants no remote atomic. The responder's
+ *  QP allows atomics but its memory region does not: its device refuses (IBV_WC_REM_ACCESS_ERR). */
+static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, ibv_cq *cq, Completions &done,
+                          const ibv_mr *mr, const ResourceDescriptor &counter)
+{
+    info("(demonstration) the export grants %s, no remote atomic: posting anyway", access_to_string(counter.access).c_str());
+    step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
+    post_atomic(args, qp, cq, done, mr, counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
+    throw Error("the fetch-and-add succeeded although the responder granted no remote atomic",
+                "the responder's memory region must not include IBV_ACCESS_REMOTE_ATOMIC");
+}
+
+static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device, check it supports atomics, allocate a protection domain");
     Device dev = open_device(args);
     require_atomics(dev); // ours issues them; the responder's device, which executes them, checks its own
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register an 8-byte buffer for the old values (local write: the device writes into it)");
     Buffer buf(sizeof(std::uint64_t));
@@ -84,7 +110,9 @@ static void run(const Args &args)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
+    qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
+    Completions done(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
+    info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its counter's descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
@@ -95,8 +123,8 @@ static void run(const Args &args)
     // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_atomic_responder)",
-                                   rd_atomic, ResourceKind::mmap);
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the responder (rdma_atomic_responder)",
+                                      rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &counter = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(counter.addr),
          counter.length, counter.rkey, access_to_string(counter.access).c_str());
@@ -110,37 +138,53 @@ static void run(const Args &args)
     if (counter.addr % sizeof(std::uint64_t) != 0)
         throw Error(std::string("remote address ") + addr + " is not 8-byte aligned; nothing was posted",
                     "atomics work on a naturally aligned 64-bit word; the responder must export an aligned counter");
-    if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC) && !ignore_access)
+    if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC)) {
+        if (opt.ignore_access)
+            return ignore_access(args, opt, qp.get(), cq.get(), done, mr.get(), counter); // post it anyway
         throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) + ")",
                     "the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC");
+    }
     //! [checks]
-    if (ignore_access && !(counter.access & IBV_ACCESS_REMOTE_ATOMIC))
-        info("(demonstration) the export grants %s, no remote atomic: posting anyway", access_to_string(counter.access).c_str());
 
     std::optional<std::uint64_t> now; // the counter's value after our last operation
-    if (do_add) {
-        step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(add));
-        const std::uint64_t old = post_atomic(qp.get(), done, mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, add, 0, args.timeout_s);
-        now = old + add;
+    if (opt.fetch_add) {
+        step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
+        const std::uint64_t old =
+            post_atomic(args, qp.get(), cq.get(), done, mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
+        now = old + opt.add;
         result("Fetch-and-add: old value %llu, new value %llu", static_cast<unsigned long long>(old),
                static_cast<unsigned long long>(*now));
     }
-    if (do_swap) {
-        const std::uint64_t expect = compare.value_or(now.value_or(0));
+    if (opt.compare_swap) {
+        const std::uint64_t expect = opt.compare.value_or(now.value_or(0));
         step(7, "post an atomic compare-and-swap: if the counter is %llu, make it %llu", static_cast<unsigned long long>(expect),
-             static_cast<unsigned long long>(swap_value));
-        const std::uint64_t found = post_atomic(qp.get(), done, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, swap_value, args.timeout_s);
+             static_cast<unsigned long long>(opt.swap));
+        const std::uint64_t found =
+            post_atomic(args, qp.get(), cq.get(), done, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, opt.swap);
         const bool swapped = found == expect;
         result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(found), swapped ? "swapped" : "not swapped");
         if (now && found != *now)
             throw Error("compare-and-swap found " + std::to_string(found) + " but fetch-and-add left " + std::to_string(*now),
                         "another requester changed the counter in between?");
-        now = swapped ? swap_value : found;
+        now = swapped ? opt.swap : found;
     }
     result("Expected final counter value: %llu", static_cast<unsigned long long>(*now));
 
     step(8, "say goodbye with a zero-length SEND, so the responder may read its counter");
-    send_goodbye(qp.get(), done, args.timeout_s);
+    ibv_send_wr bye{}; // no scatter/gather list: zero bytes (chapter 2)
+    bye.wr_id = goodbye_wr_id;
+    bye.opcode = IBV_WR_SEND;
+    bye.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
+    while (!done.take(goodbye_wr_id, wc))
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_SEND, "the goodbye SEND");
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");
@@ -150,23 +194,24 @@ static void run(const Args &args)
 
 int main(int argc, char **argv)
 {
+    Options opt;
     ProgramSpec spec{.name = "rdma_atomic_requester",
                      .role = "requester",
                      .summary = "Atomics, requester side: fetch-and-add and compare-and-swap on the responder's counter.",
                      .rdma_cm = true};
-    spec.extra.push_back({"op", "OP", "fetch-add, compare-swap or both", "both", [](const std::string &v) {
+    spec.extra.push_back({"op", "OP", "fetch-add, compare-swap or both", "both", [&](const std::string &v) {
                               if (v != "fetch-add" && v != "compare-swap" && v != "both")
                                   throw UsageError("--op: expected fetch-add, compare-swap or both, got \"" + v + "\"");
-                              do_add = v != "compare-swap";
-                              do_swap = v != "fetch-add";
+                              opt.fetch_add = v != "compare-swap";
+                              opt.compare_swap = v != "fetch-add";
                           }});
     spec.extra.push_back({"add", "N", "what fetch-and-add adds", "1",
-                          [](const std::string &v) { add = parse_number("--add", v, 0, UINT64_MAX); }});
+                          [&](const std::string &v) { opt.add = parse_number("--add", v, 0, UINT64_MAX); }});
     spec.extra.push_back({"compare", "N", "what compare-and-swap expects to find", "the value the fetch-add left, or 0",
-                          [](const std::string &v) { compare = parse_number("--compare", v, 0, UINT64_MAX); }});
+                          [&](const std::string &v) { opt.compare = parse_number("--compare", v, 0, UINT64_MAX); }});
     spec.extra.push_back({"swap", "N", "what compare-and-swap writes when it finds --compare", "100",
-                          [](const std::string &v) { swap_value = parse_number("--swap", v, 0, UINT64_MAX); }});
+                          [&](const std::string &v) { opt.swap = parse_number("--swap", v, 0, UINT64_MAX); }});
     spec.extra.push_back({"ignore-access", "", "demonstration: post even if the export lacks remote atomic", "",
-                          [](const std::string &) { ignore_access = true; }});
-    return run_sample(spec, argc, argv, run);
+                          [&](const std::string &) { opt.ignore_access = true; }});
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

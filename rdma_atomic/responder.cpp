@@ -9,21 +9,33 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <algorithm>
 #include <cstring>
 
 using namespace rdma_samples;
 
-namespace {
-std::uint64_t initial = 0;  // --initial
-bool atomic_access = true;  // --no-atomic-access: register the counter without remote atomic
-} // namespace
+/** This program's own flags; the common ones are in Args. */
+struct Options {
+    std::uint64_t initial = 0;     ///< --initial: the counter's first value
+    bool no_atomic_access = false; ///< --no-atomic-access: the demonstration below
+};
 
-static void run(const Args &args)
+/** --no-atomic-access: register the counter without remote atomic (the QP still grants it). The
+ *  requester refuses such an export, or, with --ignore-access, its atomic fails at our device. */
+static int no_atomic_access(int access)
+{
+    access &= ~IBV_ACCESS_REMOTE_ATOMIC;
+    info("(demonstration) the counter grants no remote atomic: access %s", access_to_string(access).c_str());
+    return access;
+}
+
+static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device, check it executes atomics, allocate a protection domain");
     Device dev = open_device(args);
@@ -34,30 +46,35 @@ static void run(const Args &args)
     require_atomics(dev);
     //! [atomic_cap]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register an 8-byte counter holding %llu (local read/write + remote atomic)",
-         static_cast<unsigned long long>(initial));
+         static_cast<unsigned long long>(opt.initial));
     Buffer buf(sizeof(std::uint64_t)); // page-aligned, so the counter is 8-byte aligned
-    std::memcpy(buf.data(), &initial, sizeof initial); // in our host order: atomics work on it as is
+    std::memcpy(buf.data(), &opt.initial, sizeof opt.initial); // in our host order: atomics work on it as is
     //! [reg_mr]
     // Remote atomic lets the requester's device read-modify-write this word; it implies no remote
     // read or write. Both the memory region and the QP must grant it. (Without any remote flag, as
     // with --no-atomic-access, the region has no usable remote key: Soft-RoCE hands out rkey 0.)
-    const int access = IBV_ACCESS_LOCAL_WRITE | (atomic_access ? IBV_ACCESS_REMOTE_ATOMIC : 0);
+    int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC;
+    if (opt.no_atomic_access)
+        access = no_atomic_access(access);
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
     //! [reg_mr]
-    if (!atomic_access)
-        info("(demonstration) the counter grants no remote atomic: access %s", access_to_string(access).c_str());
 
     step(3, "create a completion queue and an RC queue pair that accepts remote atomics");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
-    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_ATOMIC);
+    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_ATOMIC); // the QP must grant remote atomic too
+    Completions done(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
-    post_goodbye_receive(qp.get());
+    ibv_recv_wr bye{}; // no scatter/gather list: the goodbye carries no data (chapter 2)
+    bye.wr_id = goodbye_wr_id;
+    ibv_recv_wr *bad_wr = nullptr;
+    check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our counter's descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the counter");
@@ -77,26 +94,33 @@ static void run(const Args &args)
                                   rd_atomic, &counter);
 
     step(6, "wait for the goodbye; the atomics themselves give us no completion");
-    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its atomics)");
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its atomics)", dev.ctx.get());
+    while (!done.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its atomics)");
     std::uint64_t value = 0;
     std::memcpy(&value, buf.data(), sizeof value);
     result("Final counter value: %llu (0x%llx)", static_cast<unsigned long long>(value), static_cast<unsigned long long>(value));
 
-    if (args.use_cm) {
-        step(7, "disconnect from the requester (RDMA CM)");
-        cm_disconnect(x.cm, args.timeout_s);
-    }
+    step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
+                        : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
+    close_as_responder(x, args.timeout_s);
 }
 
 int main(int argc, char **argv)
 {
+    Options opt;
     ProgramSpec spec{.name = "rdma_atomic_responder",
                      .role = "responder",
                      .summary = "Atomics, responder side: export a 64-bit counter for fetch-and-add and compare-and-swap.",
                      .rdma_cm = true};
     spec.extra.push_back({"initial", "N", "the counter's first value", "0",
-                          [](const std::string &v) { initial = parse_number("--initial", v, 0, UINT64_MAX); }});
+                          [&](const std::string &v) { opt.initial = parse_number("--initial", v, 0, UINT64_MAX); }});
     spec.extra.push_back({"no-atomic-access", "", "demonstration: register the counter without remote atomic", "",
-                          [](const std::string &) { atomic_access = false; }});
-    return run_sample(spec, argc, argv, run);
+                          [&](const std::string &) { opt.no_atomic_access = true; }});
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

@@ -5,18 +5,22 @@
  */
 #pragma once
 
-#include "stats.hpp"
-
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <poll.h>
 #include <sched.h>
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace rdma_bench {
+
+/** @brief What to check when a wait of the bench runs out (its own -t clock: rdma_samples::Deadline). */
+inline constexpr const char *timeout_hint =
+    "the peer may be gone, stopped, or started with other --op/--mode/--size/--iters; check its output, or raise -t";
 
 /** @brief Takes completions from one CQ, busy polling or sleeping on a channel; every wait ends by -t. */
 class CompletionWaiter {
@@ -36,7 +40,7 @@ public:
      *  @return how many were taken (1..batch), in wc() */
     int wait(const char *what)
     {
-        std::int64_t deadline = 0; // read the clock only once the CQ has been empty for a while
+        std::optional<rdma_samples::Deadline> deadline; // the clock is read only once the CQ has been empty a while
         for (std::uint64_t empty = 1;; ++empty) {
             //! [batch_poll]
             // Batch polling: one call takes up to wc_.size() completions. Each ibv_poll_cq() locks the
@@ -51,10 +55,10 @@ public:
                 // a CPU spinning at 100%. Every 1024 empty polls look at the clock (-t bounds the wait)
                 // and yield, so a peer that shares our CPU can still run.
                 if (empty % 1024 == 0) {
-                    if (deadline == 0)
-                        deadline = now_ns() + static_cast<std::int64_t>(timeout_s_) * 1'000'000'000;
-                    else if (now_ns() > deadline)
-                        timeout(what);
+                    if (!deadline)
+                        deadline.emplace(timeout_s_);
+                    else if (deadline->expired())
+                        throw timeout(what);
                     sched_yield();
                 }
                 //! [busy_poll]
@@ -70,12 +74,11 @@ public:
             n = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
             if (n > 0)
                 return n; // (the armed event fires later; the next wait consumes it)
-            if (deadline == 0)
-                deadline = now_ns() + static_cast<std::int64_t>(timeout_s_) * 1'000'000'000;
+            if (!deadline)
+                deadline.emplace(timeout_s_);
             pollfd pfd{channel_->fd, POLLIN, 0};
-            const std::int64_t left_ms = (deadline - now_ns()) / 1'000'000;
-            if (left_ms <= 0 || poll(&pfd, 1, static_cast<int>(left_ms)) <= 0)
-                timeout(what);
+            if (deadline->expired() || poll(&pfd, 1, deadline->left_ms()) <= 0)
+                throw timeout(what);
             ibv_cq *ev_cq = nullptr;
             void *ev_ctx = nullptr;
             if (const int rc = ibv_get_cq_event(channel_, &ev_cq, &ev_ctx); rc != 0)
@@ -92,11 +95,11 @@ public:
     const ibv_wc &wc(int i) const { return wc_[static_cast<std::size_t>(i)]; }
 
 private:
-    [[noreturn]] void timeout(const char *what) const
+    // The samples' timeout error, with the asynchronous events that explain why nothing completed (a
+    // QP that broke, a CQ that overflowed, a port that went down).
+    rdma_samples::Error timeout(const char *what) const
     {
-        throw rdma_samples::Error("timed out after " + std::to_string(timeout_s_) + " s waiting for " + what,
-                                  "the peer may be gone, stopped, or started with other --op/--mode/--size/--iters; "
-                                  "check its output, or raise -t");
+        return rdma_samples::with_async_events(rdma_samples::timeout_error(timeout_s_, what, timeout_hint), cq_->context);
     }
     ibv_cq *cq_;
     ibv_comp_channel *channel_;
@@ -134,6 +137,9 @@ struct SendQueue {
 };
 //! [send_queue]
 
+/** @brief The wr_id of every receive of the measurement: never a send's running number (SendQueue). */
+inline constexpr std::uint64_t recv_wr_id = UINT64_MAX;
+
 /**
  * @brief Post @p n receives for messages of up to @p len bytes at @p addr, chained, with one call.
  * @param qp the QP @param n how many @param addr,len,lkey where the messages land (all in one place)
@@ -147,7 +153,7 @@ inline void post_receives(ibv_qp *qp, std::uint32_t n, std::uint64_t addr, std::
     std::vector<ibv_recv_wr> many(n > 1 ? n : 0); // (the common case, one receive, needs no malloc)
     ibv_recv_wr *wr = n > 1 ? many.data() : &one;
     for (std::uint32_t i = 0; i < n; ++i) {
-        wr[i].wr_id = 0x4ec0;
+        wr[i].wr_id = recv_wr_id;
         wr[i].sg_list = &sge;
         wr[i].num_sge = 1;
         wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
@@ -164,13 +170,13 @@ inline void post_receives(ibv_qp *qp, std::uint32_t n, std::uint64_t addr, std::
  */
 inline void wait_for_byte(const volatile char *p, char tag, int timeout_s)
 {
-    const std::int64_t deadline = now_ns() + static_cast<std::int64_t>(timeout_s) * 1'000'000'000;
+    std::optional<rdma_samples::Deadline> deadline; // (as CompletionWaiter: the clock only after 1024 spins)
     for (std::uint64_t spins = 1; *p != tag; ++spins)
         if (spins % 1024 == 0) {
-            if (now_ns() > deadline)
-                throw rdma_samples::Error("timed out after " + std::to_string(timeout_s) +
-                                              " s waiting for the peer's WRITE to arrive",
-                                          "the peer may be gone or started with other --op/--mode/--size/--iters");
+            if (!deadline)
+                deadline.emplace(timeout_s);
+            else if (deadline->expired())
+                throw rdma_samples::timeout_error(timeout_s, "the peer's WRITE to arrive", timeout_hint);
             sched_yield();
         }
 }

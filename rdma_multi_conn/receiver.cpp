@@ -15,13 +15,18 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
+#include <rdma_samples/cm_server.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 using namespace rdma_samples;
@@ -34,99 +39,51 @@ static void print_message(const ibv_wc &wc, const Buffer &buf)
            static_cast<unsigned long long>(wc.wr_id));
 }
 
-/** Take every completion there is: print each message, note each failure. wr_id is the connection. */
-static void take_completions(ibv_cq *cq, const Buffer &buf, std::vector<CmClient> &clients)
+/** Take every completion the CQ holds: print each message, note each failure. wr_id is the connection. */
+static void take_completions(ibv_cq *cq, const Buffer &buf, CmServer &server)
 {
     ibv_wc wc{};
     while (check_poll(ibv_poll_cq(cq, 1, &wc)) > 0) {
-        CmClient &c = clients[wc.wr_id];
-        if (!c.established) { // its message overtook the ESTABLISHED event: the connection is up
-            c.established = true;
-            result("connection %llu established from %s", static_cast<unsigned long long>(wc.wr_id), c.addr.c_str());
-        }
+        const int conn = static_cast<int>(wc.wr_id);
+        if (server.mark_established(conn)) // its message overtook the ESTABLISHED event: the connection is up
+            result("connection %d established from %s", conn, server.client(conn).addr.c_str());
         if (wc.status == IBV_WC_SUCCESS) {
             print_message(wc, buf);
-            c.done = true;
-        } else if (c.lost.empty()) {
-            c.lost = std::string("its receive completed with ") + wc_status_name(wc.status);
+            server.mark_done(conn);
+        } else {
+            server.mark_lost(conn, std::string("its receive completed with ") + wc_status_name(wc.status));
         }
     }
-}
-
-/** How many clients are through, with their message or lost. */
-static int finished(const std::vector<CmClient> &clients)
-{
-    int f = 0;
-    for (const auto &c : clients)
-        f += (c.done || !c.lost.empty()) ? 1 : 0;
-    return f;
 }
 
 /** The CM server: accept up to n senders, print each message as it arrives, survive the ones that fail. */
-static void serve(const Args &args, const Device &dev, ibv_cq *cq, std::vector<QpPtr> &qps, const Buffer &buf)
+static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf)
 {
-    const int n = static_cast<int>(qps.size());
-    CmConnection server = cm_listen(args, n);
-    info("listening on port %u for %d senders; waiting up to %d s for each event", args.listen_port, n, args.timeout_s);
-    std::vector<CmClient> clients(qps.size()); // client i uses qps[i]
-    int arrived = 0;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(args.timeout_s);
+    CmServer server(args, dev, qps); // client i gets qps[i]
+    info("listening on port %u for %zu senders; waiting up to %d s for each event", args.listen_port, qps.size(),
+         args.timeout_s);
+    Deadline idle(args.timeout_s); // -t bounds the wait for each next event, not the whole service
     //! [server_loop]
-    while (finished(clients) < n && std::chrono::steady_clock::now() < deadline) {
+    while (!server.all_finished() && !idle.expired()) {
         // 1. Messages: one CQ for all QPs; wr_id names the connection.
-        take_completions(cq, buf, clients);
+        take_completions(cq, buf, server);
         // 2. CM events, waiting briefly so that messages are printed as they arrive.
-        CmEventPtr ev = next_cm_event(server.channel.get(), std::chrono::steady_clock::now() + std::chrono::milliseconds(20));
-        if (!ev)
+        const CmServerEvent ev = server.next(20);
+        if (ev.kind == CmServerEvent::Kind::nothing)
             continue;
-        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(args.timeout_s); // progress: -t again
-        const int i = find_client(clients, ev->id);
-        if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            if (arrived == n) { // more senders than -nc: refuse
-                reject_request(std::move(ev));
-                continue;
-            }
-            CmClient &c = clients[arrived];
-            c.id.reset(ev->id);
-            c.qp = qps[arrived].get();
-            c.addr = addr_to_string(rdma_get_peer_addr(ev->id));
-            check_cm_device(ev->id, dev);
-            // Its receive is posted already (step 4): ready to receive, then accept.
-            cm_ready_qp(ev->id, qps[arrived].get());
-            rdma_conn_param param = cm_conn_param(qps[arrived].get());
-            check_rc(rdma_accept(ev->id, &param), "rdma_accept");
-            ++arrived;
-        } else if (ev->event == RDMA_CM_EVENT_ESTABLISHED && i >= 0 && !clients[i].established) {
-            clients[i].established = true;
-            result("connection %d established from %s", i, clients[i].addr.c_str());
-        } else if (i >= 0 && (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_CONNECT_ERROR ||
-                              ev->event == RDMA_CM_EVENT_UNREACHABLE || ev->event == RDMA_CM_EVENT_REJECTED)) {
-            clients[i].disconnected = true;
-            rdma_disconnect(ev->id); // answer the client's DREQ with a DREP, or it waits for one until -t
-            take_completions(cq, buf, clients); // its message may be in the CQ already
-            if (!clients[i].done && clients[i].lost.empty()) {
-                clients[i].lost = "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived";
-                info("connection %d lost: %s", i, clients[i].lost.c_str());
-            }
+        idle.restart(); // progress: -t again
+        if (ev.kind == CmServerEvent::Kind::established) {
+            result("connection %d established from %s", ev.conn, server.client(ev.conn).addr.c_str());
+        } else if (ev.kind == CmServerEvent::Kind::gone) {
+            take_completions(cq, buf, server); // its message may be in the CQ already
+            server.mark_lost(ev.conn, "the sender went away (" + ev.event + ") before its message arrived");
         }
     }
     //! [server_loop]
-    take_completions(cq, buf, clients);
-    disconnect_clients(server.channel.get(), clients, args.timeout_s);
-
-    int got = 0;
-    std::string lost;
-    for (int i = 0; i < arrived; ++i) {
-        got += clients[i].done ? 1 : 0;
-        if (!clients[i].done)
-            lost += " connection " + std::to_string(i) + " (" + (clients[i].lost.empty() ? "no message" : clients[i].lost) + ");";
-    }
-    if (got < n)
-        throw Error((arrived < n ? "timed out after " + std::to_string(args.timeout_s) + " s without a new sender: " : std::string()) +
-                        std::to_string(arrived) + " of " + std::to_string(n) + " senders connected, " + std::to_string(got) +
-                        " of " + std::to_string(n) + " messages arrived" + (lost.empty() ? "" : "; lost:" + lost),
-                    arrived < n ? "start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc"
-                                : "a sender stopped early; its output says why");
+    take_completions(cq, buf, server);
+    server.finish("sender", "messages arrived",
+                  "start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc",
+                  "a sender stopped early; its output says why");
 }
 
 static void run(const Args &args)
@@ -141,11 +98,9 @@ static void run(const Args &args)
 
     step(2, "register one buffer with a %zu-byte slot per connection (%d), local write only", max_message_length, n);
     Buffer buf(static_cast<std::size_t>(n) * max_message_length);
-    //! [reg_mr]
     // DOCA's table: the receiver's mmap is local read/write. The device writes each incoming message
     // into a slot, a local write on our behalf; SEND/RECEIVE is two-sided, so no remote access at all.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-    //! [reg_mr]
 
     step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);
     //! [qps]
@@ -191,15 +146,33 @@ static void run(const Args &args)
             write_descriptor_file(numbered_path(args.local_descriptor_path, i), format_descriptor(local));
         }
         step(6, "poll the shared completion queue for %d message(s)", n);
-        for (int i = 0; i < n; ++i) // they arrive in any order: wait for each by its wr_id
-            print_message(done.wait(static_cast<std::uint64_t>(i), IBV_WC_RECV, args.timeout_s,
-                                    "the message on connection " + std::to_string(i)),
-                          buf);
+        ibv_wc wc{};
+        Waiter waiter(args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)", dev.ctx.get());
+        for (int got = 0; got < n;) // they arrive in any order; wr_id says which connection each is
+            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1) {
+                done.check(wc, IBV_WC_RECV, "the message on connection " + std::to_string(wc.wr_id));
+                print_message(wc, buf);
+                ++got;
+            } else {
+                waiter.pause();
+            }
+        step(7, "keep the QPs a moment: if an ACK of ours was lost, its sender resends the message");
+        // Like TCP's TIME_WAIT (rc_qp.hpp, rc_retransmit_window_ms): a QP destroyed at once could not
+        // acknowledge the resend, and the sender would fail although its message arrived.
+        std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
     } else if (cm_client) {
         step(5, "connect to the sending server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args, dev, qps[0].get());
         step(6, "wait for the server's message");
-        print_message(done.wait(0, IBV_WC_RECV, args.timeout_s, "the server's message"), buf);
+        ibv_wc wc{};
+        Waiter waiter(args.timeout_s, "the server's message", dev.ctx.get());
+        while (!done.take(0, wc))
+            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+                done.keep(wc);
+            else
+                waiter.pause();
+        done.check(wc, IBV_WC_RECV, "the server's message");
+        print_message(wc, buf);
         step(7, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
     } else {

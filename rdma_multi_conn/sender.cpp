@@ -14,11 +14,14 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
+#include <rdma_samples/cm_server.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <cstring>
 #include <vector>
@@ -28,7 +31,6 @@ using namespace rdma_samples;
 /** Post the message as a SEND on @p qp; @p conn comes back as the completion's wr_id. */
 static void post_message(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::size_t len, int conn)
 {
-    //! [post_send]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // all connections send from the same bytes
     sge.length = static_cast<std::uint32_t>(len);
@@ -41,97 +43,50 @@ static void post_message(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::s
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(SEND, connection " + std::to_string(conn) + ")");
-    //! [post_send]
 }
 
-/** Take every completion there is; wr_id is the connection. */
-static void take_completions(ibv_cq *cq, const Args &args, std::vector<CmClient> &clients)
+/** Take every completion the CQ holds; wr_id is the connection. */
+static void take_completions(ibv_cq *cq, const Args &args, CmServer &server)
 {
     ibv_wc wc{};
     while (check_poll(ibv_poll_cq(cq, 1, &wc)) > 0) {
-        CmClient &c = clients[wc.wr_id];
+        const int conn = static_cast<int>(wc.wr_id);
         if (wc.status == IBV_WC_SUCCESS) {
-            result("Sender has sent: \"%s\", connection %llu", args.message.c_str(), static_cast<unsigned long long>(wc.wr_id));
-            c.done = true;
-        } else if (c.lost.empty()) {
-            c.lost = std::string("its SEND completed with ") + wc_status_name(wc.status) + ": " + hint_for_wc_status(wc.status);
+            result("Sender has sent: \"%s\", connection %d", args.message.c_str(), conn);
+            server.mark_done(conn);
+        } else {
+            server.mark_lost(conn, std::string("its SEND completed with ") + wc_status_name(wc.status) + ": " +
+                                       hint_for_wc_status(wc.status));
         }
     }
-}
-
-/** How many clients are through, sent to or lost. */
-static int finished(const std::vector<CmClient> &clients)
-{
-    int f = 0;
-    for (const auto &c : clients)
-        f += (c.done || !c.lost.empty()) ? 1 : 0;
-    return f;
 }
 
 /** The CM server: accept up to n receivers and SEND to each once it is connected. */
-static void serve(const Args &args, const Device &dev, ibv_cq *cq, std::vector<QpPtr> &qps, const Buffer &buf, const ibv_mr *mr)
+static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf,
+                  const ibv_mr *mr)
 {
-    const int n = static_cast<int>(qps.size());
-    CmConnection server = cm_listen(args, n);
-    info("listening on port %u for %d receivers; waiting up to %d s for each event", args.listen_port, n, args.timeout_s);
-    std::vector<CmClient> clients(qps.size()); // client i uses qps[i]
-    int arrived = 0;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(args.timeout_s);
-    //! [server_loop]
-    while (finished(clients) < n && std::chrono::steady_clock::now() < deadline) {
-        take_completions(cq, args, clients);
-        CmEventPtr ev = next_cm_event(server.channel.get(), std::chrono::steady_clock::now() + std::chrono::milliseconds(20));
-        if (!ev)
+    CmServer server(args, dev, qps); // client i gets qps[i]
+    info("listening on port %u for %zu receivers; waiting up to %d s for each event", args.listen_port, qps.size(),
+         args.timeout_s);
+    Deadline idle(args.timeout_s); // -t bounds the wait for each next event, not the whole service
+    while (!server.all_finished() && !idle.expired()) {
+        take_completions(cq, args, server);
+        const CmServerEvent ev = server.next(20);
+        if (ev.kind == CmServerEvent::Kind::nothing)
             continue;
-        deadline = std::chrono::steady_clock::now() + std::chrono::seconds(args.timeout_s); // progress: -t again
-        const int i = find_client(clients, ev->id);
-        if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            if (arrived == n) { // more receivers than -nc: refuse
-                reject_request(std::move(ev));
-                continue;
-            }
-            CmClient &c = clients[arrived];
-            c.id.reset(ev->id);
-            c.qp = qps[arrived].get();
-            c.addr = addr_to_string(rdma_get_peer_addr(ev->id));
-            check_cm_device(ev->id, dev);
-            cm_ready_qp(ev->id, qps[arrived].get());
-            rdma_conn_param param = cm_conn_param(qps[arrived].get());
-            check_rc(rdma_accept(ev->id, &param), "rdma_accept");
-            ++arrived;
-        } else if (ev->event == RDMA_CM_EVENT_ESTABLISHED && i >= 0) {
-            clients[i].established = true;
-            result("connection %d established from %s", i, clients[i].addr.c_str());
+        idle.restart(); // progress: -t again
+        if (ev.kind == CmServerEvent::Kind::established) {
+            result("connection %d established from %s", ev.conn, server.client(ev.conn).addr.c_str());
             // The client posted its receive before connecting: we may SEND at once.
-            post_message(qps[i].get(), buf, mr, args.message.size(), i);
-        } else if (i >= 0 && (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_CONNECT_ERROR ||
-                              ev->event == RDMA_CM_EVENT_UNREACHABLE || ev->event == RDMA_CM_EVENT_REJECTED)) {
-            clients[i].disconnected = true;
-            rdma_disconnect(ev->id); // answer the client's DREQ with a DREP, or it waits for one until -t
-            take_completions(cq, args, clients); // its SEND may have completed already
-            if (!clients[i].done && clients[i].lost.empty()) {
-                clients[i].lost = "the receiver went away (" + cm_event_name(ev->event) + ") before our SEND completed";
-                info("connection %d lost: %s", i, clients[i].lost.c_str());
-            }
-        }
+            post_message(qps[static_cast<std::size_t>(ev.conn)].get(), buf, mr, args.message.size(), ev.conn);
+        } else if (ev.kind == CmServerEvent::Kind::gone && !server.client(ev.conn).established) {
+            server.mark_lost(ev.conn, "the receiver went away (" + ev.event + ") before the connection was up");
+        } // a receiver that goes once connected: our SEND's completion says how it ended (success or an error)
     }
-    //! [server_loop]
-    take_completions(cq, args, clients);
-    disconnect_clients(server.channel.get(), clients, args.timeout_s);
-
-    int sent = 0;
-    std::string lost;
-    for (int i = 0; i < arrived; ++i) {
-        sent += clients[i].done ? 1 : 0;
-        if (!clients[i].done)
-            lost += " connection " + std::to_string(i) + " (" + (clients[i].lost.empty() ? "no completion" : clients[i].lost) + ");";
-    }
-    if (sent < n)
-        throw Error((arrived < n ? "timed out after " + std::to_string(args.timeout_s) + " s without a new receiver: " : std::string()) +
-                        std::to_string(arrived) + " of " + std::to_string(n) + " receivers connected, " + std::to_string(sent) +
-                        " of " + std::to_string(n) + " messages sent" + (lost.empty() ? "" : "; lost:" + lost),
-                    arrived < n ? "start the missing receivers (rdma_multi_conn_receive -cm -sa ADDR) within -t, or lower -nc"
-                                : "a receiver stopped early; its output says why");
+    take_completions(cq, args, server);
+    server.finish("receiver", "messages sent",
+                  "start the missing receivers (rdma_multi_conn_receive -cm -sa ADDR) within -t, or lower -nc",
+                  "a receiver stopped early; its output says why");
 }
 
 static void run(const Args &args)
@@ -147,11 +102,9 @@ static void run(const Args &args)
     step(2, "register the %zu-byte message once; every connection sends from it", args.message.size());
     Buffer buf(max_message_length);
     std::memcpy(buf.data(), args.message.data(), args.message.size());
-    //! [reg_mr]
     // DOCA's table: the sender's mmap is local read/write. A SEND's source is only read by our own
     // device: no remote access.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-    //! [reg_mr]
 
     step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);
     // One CQ serves all QPs, so it needs room for what every one of them can have outstanding.
@@ -161,7 +114,7 @@ static void run(const Args &args)
     std::vector<QpPtr> qps;
     for (int i = 0; i < n; ++i) {
         qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
-        qp_to_init(qps.back().get(), dev, 0);
+        qp_to_init(qps.back().get(), dev, 0); // a send-only QP grants the peer nothing remote
     }
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
 
@@ -184,16 +137,30 @@ static void run(const Args &args)
         for (int i = 0; i < n; ++i)
             post_message(qps[i].get(), buf, mr.get(), args.message.size(), i);
         step(7, "poll the shared completion queue for %d SEND completion(s)", n);
-        for (int i = 0; i < n; ++i) { // they complete in any order: wait for each by its wr_id
-            done.wait(static_cast<std::uint64_t>(i), IBV_WC_SEND, args.timeout_s, "the SEND on connection " + std::to_string(i));
-            result("Sender has sent: \"%s\", connection %d", args.message.c_str(), i);
-        }
+        ibv_wc wc{};
+        Waiter waiter(args.timeout_s, "the SENDs of " + std::to_string(n) + " connection(s)", dev.ctx.get());
+        for (int sent = 0; sent < n;) // they complete in any order; wr_id says which connection each is
+            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1) {
+                done.check(wc, IBV_WC_SEND, "the SEND on connection " + std::to_string(wc.wr_id));
+                result("Sender has sent: \"%s\", connection %llu", args.message.c_str(),
+                       static_cast<unsigned long long>(wc.wr_id));
+                ++sent;
+            } else {
+                waiter.pause();
+            }
     } else if (cm_client) {
         step(4, "connect to the receiving server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args, dev, qps[0].get());
         step(5, "post a SEND of \"%s\"; the server posted its receive before accepting", args.message.c_str());
         post_message(qps[0].get(), buf, mr.get(), args.message.size(), 0);
-        done.wait(0, IBV_WC_SEND, args.timeout_s, "the SEND");
+        ibv_wc wc{};
+        Waiter waiter(args.timeout_s, "the SEND's completion", dev.ctx.get());
+        while (!done.take(0, wc))
+            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+                done.keep(wc);
+            else
+                waiter.pause();
+        done.check(wc, IBV_WC_SEND, "the SEND");
         result("Sender has sent: \"%s\", connection 0", args.message.c_str());
         step(6, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);

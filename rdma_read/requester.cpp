@@ -3,47 +3,85 @@
  * @brief RDMA READ, requester side: copy the responder's exported buffer into ours.
  *
  * A READ is one-sided like a WRITE, in the other direction: our device asks, the responder's device
- * answers from its memory, and the responder's CPU takes no part and sees no completion. The QP
- * transitions are written out in rdma_write/requester.cpp; connect_requester() does them here.
+ * answers from its memory, and the responder's CPU takes no part and sees no completion. The QP's
+ * RTR and RTS transitions are written out in rdma_write/requester.cpp; connect_to_responder() does
+ * them here, after the exchange.
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <algorithm>
 #include <cstring>
 
 using namespace rdma_samples;
 
-namespace {
-std::uint32_t read_length = 0; // --length: 0 = the whole exported range
-bool try_write = false;        // --try-write: demonstrate that remote write was not granted
-} // namespace
+/** This program's own flags; the common ones are in Args. */
+struct Options {
+    std::uint32_t length = 0; ///< --length: bytes to read; 0 = the whole exported range
+    bool try_write = false;   ///< --try-write: the demonstration below instead of the READ
+};
 
-static void run(const Args &args)
+/**
+ * --try-write: post an RDMA WRITE through the rkey of memory that grants only remote read. The
+ * responder's device refuses it, and the completion says so (IBV_WC_REM_ACCESS_ERR on hardware,
+ * IBV_WC_REM_INV_REQ_ERR on Soft-RoCE, which checks the QP's access first).
+ */
+static void try_write(const Args &args, const Device &dev, ibv_qp *qp, ibv_cq *cq, Completions &done, ibv_sge sge,
+                      const ResourceDescriptor &mmap)
+{
+    info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway", access_to_string(mmap.access).c_str());
+    step(6, "post an RDMA WRITE (demonstration) of %u bytes at remote addr 0x%llx, rkey 0x%x", sge.length,
+         static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+    ibv_send_wr wr{};
+    wr.wr_id = 1;
+    wr.opcode = IBV_WR_RDMA_WRITE;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    wr.wr.rdma.remote_addr = mmap.addr;
+    wr.wr.rdma.rkey = mmap.rkey;
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
+
+    step(7, "poll the completion queue until the WRITE completes");
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the RDMA WRITE's completion", dev.ctx.get());
+    while (!done.take(1, wc))
+        if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE into memory that grants only remote read");
+    throw Error("the RDMA WRITE succeeded although the responder granted only remote read",
+                "the responder's memory region must not include IBV_ACCESS_REMOTE_WRITE");
+}
+
+static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte buffer for the READ to fill (local read/write, not exported)", max_message_length);
     Buffer buf(max_message_length);
-    //! [reg_mr]
     // DOCA's table: the requester's mmap is local read/write. Local write matters here: our device
     // writes the bytes it reads from the responder into this buffer.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-    //! [reg_mr]
 
     step(3, "create a completion queue and an RC queue pair");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
-    info("QPN 0x%06x", qp->qp_num);
+    qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
+    Completions done(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
+    info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
@@ -54,38 +92,36 @@ static void run(const Args &args)
     // device: mlx5 treats it as 1, Soft-RoCE never sends the READ. So: at least 1.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_read_responder)",
-                                   rd_atomic, ResourceKind::mmap);
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the responder (rdma_read_responder)",
+                                      rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &mmap = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
          mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
 
-    const std::uint32_t len = read_length != 0 ? read_length : std::min<std::uint32_t>(mmap.length, max_message_length);
+    const std::uint32_t len = opt.length != 0 ? opt.length : std::min<std::uint32_t>(mmap.length, max_message_length);
     step(5, "check the READ stays inside what the responder exported and granted");
     //! [range_check]
     if (len > mmap.length || len > buf.size())
         throw Error("a READ of " + std::to_string(len) + " bytes would go past the " + std::to_string(mmap.length) +
                         " bytes the responder exported; nothing was posted",
                     "read at most the exported length (--length " + std::to_string(mmap.length) + ")");
-    if (!try_write && !(mmap.access & IBV_ACCESS_REMOTE_READ))
-        throw Error("the responder's memory does not grant remote read (access " + access_to_string(mmap.access) + ")",
-                    "the responder must register its buffer with IBV_ACCESS_REMOTE_READ");
     //! [range_check]
-    if (try_write)
-        info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway",
-             access_to_string(mmap.access).c_str());
-
-    const ibv_wr_opcode opcode = try_write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-    step(6, "post an RDMA %s of %u bytes at remote addr 0x%llx, rkey 0x%x", try_write ? "WRITE (demonstration)" : "READ",
-         len, static_cast<unsigned long long>(mmap.addr), mmap.rkey);
-    //! [post_read]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the bytes land, here
     sge.length = len;
     sge.lkey = mr->lkey;
+    if (opt.try_write)
+        return try_write(args, dev, qp.get(), cq.get(), done, sge, mmap);
+    if (!(mmap.access & IBV_ACCESS_REMOTE_READ))
+        throw Error("the responder's memory does not grant remote read (access " + access_to_string(mmap.access) + ")",
+                    "the responder must register its buffer with IBV_ACCESS_REMOTE_READ");
+
+    step(6, "post an RDMA READ of %u bytes at remote addr 0x%llx, rkey 0x%x", len,
+         static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+    //! [post_read]
     ibv_send_wr wr{};
     wr.wr_id = 1;
-    wr.opcode = opcode;                  // IBV_WR_RDMA_READ: pull remote bytes into our buffer
+    wr.opcode = IBV_WR_RDMA_READ;        // pull remote bytes into our buffer (sge)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
@@ -95,17 +131,31 @@ static void run(const Args &args)
     check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_READ)");
     //! [post_read]
 
-    step(7, "poll the completion queue until the %s completes", try_write ? "WRITE" : "READ");
-    done.wait(1, try_write ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, args.timeout_s,
-              try_write ? "the RDMA WRITE into memory that grants only remote read" : "the RDMA READ");
-    if (try_write)
-        throw Error("the RDMA WRITE succeeded although the responder granted only remote read",
-                    "the responder's memory region must not include IBV_ACCESS_REMOTE_WRITE");
+    step(7, "poll the completion queue until the READ completes");
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the RDMA READ's completion", dev.ctx.get());
+    while (!done.take(1, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RDMA_READ, "the RDMA READ");
     const std::size_t n = strnlen(buf.data(), len);
     result("Read from responder: \"%.*s\"", static_cast<int>(n), buf.data());
 
     step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
-    send_goodbye(qp.get(), done, args.timeout_s);
+    ibv_send_wr bye{}; // no scatter/gather list: zero bytes (chapter 2)
+    bye.wr_id = goodbye_wr_id;
+    bye.opcode = IBV_WR_SEND;
+    bye.send_flags = IBV_SEND_SIGNALED;
+    check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
+    Waiter bye_waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
+    while (!done.take(goodbye_wr_id, wc))
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            bye_waiter.pause();
+    done.check(wc, IBV_WC_SEND, "the goodbye SEND");
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");
@@ -115,15 +165,16 @@ static void run(const Args &args)
 
 int main(int argc, char **argv)
 {
+    Options opt;
     ProgramSpec spec{.name = "rdma_read_requester",
                      .role = "requester",
                      .summary = "RDMA READ, requester side: read the string the responder exports.",
                      .rdma_cm = true};
     spec.extra.push_back({"length", "BYTES", "bytes to read; more than the responder exported is refused before posting",
-                          "the exported length", [](const std::string &v) {
-                              read_length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 30));
+                          "the exported length", [&](const std::string &v) {
+                              opt.length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 30));
                           }});
-    spec.extra.push_back({"try-write", "", "demonstration: WRITE instead of READ; fails with IBV_WC_REM_ACCESS_ERR",
-                          "", [](const std::string &) { try_write = true; }});
-    return run_sample(spec, argc, argv, run);
+    spec.extra.push_back({"try-write", "", "demonstration: WRITE instead of READ; fails with IBV_WC_REM_ACCESS_ERR", "",
+                          [&](const std::string &) { opt.try_write = true; }});
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

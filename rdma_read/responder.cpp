@@ -9,9 +9,11 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <algorithm>
 #include <cstring>
@@ -23,7 +25,7 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte buffer holding \"%s\" (local read/write + remote read)", max_message_length,
          args.message.c_str());
@@ -40,12 +42,15 @@ static void run(const Args &args)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ); // the QP must grant remote read too
+    Completions done(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
-    post_goodbye_receive(qp.get());
+    ibv_recv_wr bye{}; // no scatter/gather list: the goodbye carries no data (chapter 2)
+    bye.wr_id = goodbye_wr_id;
+    ibv_recv_wr *bad_wr = nullptr;
+    check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
@@ -66,15 +71,21 @@ static void run(const Args &args)
                                   rd_atomic, &mmap);
 
     step(6, "wait for the goodbye; the READ itself gives us no completion");
-    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its READ)");
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its READ)", dev.ctx.get());
+    while (!done.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its READ)");
     result("Responder memory still holds: \"%s\"", args.message.c_str());
     if (std::memcmp(buf.data(), args.message.data(), args.message.size()) != 0)
         throw Error("the exported buffer changed although it grants no remote write", "this should never happen; check dmesg");
 
-    if (args.use_cm) {
-        step(7, "disconnect from the requester (RDMA CM)");
-        cm_disconnect(x.cm, args.timeout_s);
-    }
+    step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
+                        : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
+    close_as_responder(x, args.timeout_s);
 }
 
 int main(int argc, char **argv)

@@ -4,15 +4,17 @@
  *
  * SEND/RECEIVE is the "two-sided" model: the receiver's CPU takes part. It posts a receive naming its
  * own buffer, and the sender's message fills the first receive waiting in the queue. No address and no
- * rkey cross the wire, so neither side exports memory. The QP transitions are written out in
- * rdma_write/requester.cpp; here connect_requester() does them.
+ * rkey cross the wire, so neither side exports memory. The QP's RTR and RTS transitions are written
+ * out in rdma_write/requester.cpp; connect_to_responder() does them here, after the exchange.
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <cstring>
 
@@ -23,7 +25,7 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte message (local read/write, not exported)", args.message.size());
     Buffer buf(max_message_length);
@@ -34,17 +36,20 @@ static void run(const Args &args)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     //! [reg_mr]
 
-    step(3, "create a completion queue and an RC queue pair");
+    step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
-    info("QPN 0x%06x", qp->qp_num);
+    qp_to_init(qp.get(), dev, 0); // we only send: the receiver may do nothing to our memory
+    Completions done(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
+    info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
-    // The receiver answers (or accepts) only after it has posted its receive: our SEND cannot arrive too early.
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the receiver (rdma_receive)");
+    // The receiver answers (or accepts) only after it has posted its receive: our SEND cannot arrive
+    // too early. No READs or atomics (0), and no descriptor to learn: a SEND names no remote memory.
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the receiver (rdma_receive)", 0,
+                                      std::nullopt);
 
     step(5, "post a SEND of %zu bytes", args.message.size());
     result("Submitting RDMA send task that sends \"%s\" to receiver", args.message.c_str());
@@ -65,9 +70,18 @@ static void run(const Args &args)
 
     step(6, "poll the completion queue until the SEND completes");
     // Success means the receiver's device acknowledged the message into a posted receive.
-    done.wait(1, IBV_WC_SEND, args.timeout_s, "the SEND completion");
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the SEND completion", dev.ctx.get());
+    while (!done.take(1, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_SEND, "the SEND completion");
     result("Sender has sent: \"%s\"", args.message.c_str());
 
+    // No goodbye: this SEND was the last message. The receiver keeps its QP a moment after it, so that
+    // if its ACK was lost, our device's resent SEND is still acknowledged (receiver.cpp, step 7).
     if (args.use_cm) {
         step(7, "disconnect: RDMA CM tells the receiver we are done");
         cm_disconnect(x.cm, args.timeout_s);

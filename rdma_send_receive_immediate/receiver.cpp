@@ -3,18 +3,19 @@
  * @brief RDMA RECEIVE with immediate, receiver side: take a message and its 32-bit immediate.
  *
  * Everything in rdma_send_receive/receiver.cpp holds (read it first): two-sided, nothing exported,
- * the receive is posted before the sender may send, byte_len says how many bytes arrived. New here:
- * the sender's immediate value arrives in the work completion, not in the buffer. The completion says
- * so with IBV_WC_WITH_IMM in wc.wc_flags, and wc.imm_data holds the value in network byte order.
+ * the receive is posted before the connection step (accept_requester(), as in every pair), byte_len
+ * says how many bytes arrived. New here: the sender's immediate value arrives in the work completion,
+ * not in the buffer. The completion says so with IBV_WC_WITH_IMM in wc.wc_flags, and wc.imm_data
+ * holds the value in network byte order.
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
-#include <rdma_samples/cm.hpp>
-#include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h> // ntohl
 
@@ -22,23 +23,52 @@
 
 using namespace rdma_samples;
 
-// This program's own flags (see main): the size of the receive buffer, and whether to post it at all.
-static std::size_t recv_size = max_message_length;
-static bool prepost_receive = true;
+/** This program's own flags; the common ones are in Args. */
+struct Options {
+    std::size_t recv_size = max_message_length; ///< --recv-size: smaller than the message shows IBV_WC_LOC_LEN_ERR
+    bool prepost = true;                         ///< --no-prepost-receive: the demonstration below
+};
 
-// DOCA's immediate value, which the sender puts in every SEND with immediate.
-static constexpr std::uint32_t expected_immediate = 0xABCD;
+/** DOCA's immediate value, which the sender puts in every SEND with immediate. */
+static constexpr std::uint32_t immediate = 0xABCD;
 
-static void run(const Args &args)
+/**
+ * --no-prepost-receive: connect with no receive posted. Even an empty SEND with immediate needs one
+ * (the immediate has to land in a completion), so the sender's SEND is refused (Receiver Not Ready)
+ * until its RNR retries run out; nothing ever completes here, and our wait runs out.
+ */
+static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done)
+{
+    step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
+    step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
+                        : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
+    Exchange x = accept_requester(args, dev, pd, qp, done, "the sender (rdma_send_immediate)", 0, nullptr);
+
+    step(6, "poll the completion queue until the message has landed in our receive");
+    ibv_wc wc{};
+    const std::string what = "the sender's message, with no receive posted (--no-prepost-receive)";
+    Waiter waiter(args.timeout_s, what,
+                  "nothing can arrive without a posted receive: the sender's SEND was refused (Receiver Not Ready). "
+                  "Failing to submit a receive task prior to the send task results in a fatal failure; run without "
+                  "--no-prepost-receive");
+    while (!done.take(1, wc)) // times out: no receive, no completion
+        if (check_poll(ibv_poll_cq(done.cq(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RECV, what);
+    throw Error("a message arrived although no receive was posted", "this should never happen; check dmesg");
+}
+
+static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
-    step(2, "register a %zu-byte receive buffer (local read/write, not exported)", recv_size);
-    Buffer buf(recv_size);
+    step(2, "register a %zu-byte receive buffer (local read/write, not exported)", opt.recv_size);
+    Buffer buf(opt.recv_size);
     //! [reg_mr]
     // DOCA's table: for send/receive, both sides' mmaps are local read/write only. Local write is
     // required: the device writes the incoming message into this buffer for us. No remote flag and no
@@ -47,70 +77,48 @@ static void run(const Args &args)
     //! [reg_mr]
     info("addr %p, length %zu, lkey 0x%x", buf.data(), buf.size(), mr->lkey);
 
-    step(3, "create a completion queue and an RC queue pair");
+    step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    // Receiving a SEND needs no remote permission on the QP: the peer touches no memory of ours by address.
-    qp_to_init(qp.get(), dev, 0);
+    qp_to_init(qp.get(), dev, 0); // receiving a SEND needs no remote permission: no address of ours is named
+    Completions done(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
+    if (!opt.prepost)
+        return no_prepost_receive(args, dev, pd.get(), qp.get(), done);
+
     step(4, "post a receive for the sender's message, before anyone can send it");
-    if (prepost_receive) {
-        //! [post_recv]
-        // A receive may be posted from INIT on. Posting it now, before we publish anything, means the
-        // sender's SEND always finds a buffer waiting. A receive looks the same whether or not the SEND
-        // brings an immediate: only the completion tells the difference.
-        ibv_sge sge{};
-        sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the message will land...
-        sge.length = static_cast<std::uint32_t>(buf.size());     // ...and the most it may hold
-        sge.lkey = mr->lkey;
-        ibv_recv_wr wr{};
-        wr.wr_id = 1;
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr *bad_wr = nullptr;
-        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
-        //! [post_recv]
-        info("posted a receive of %zu bytes at %p", buf.size(), buf.data());
-    } else {
-        info("skipped (--no-prepost-receive): the sender's SEND will find no receive and be refused");
-    }
+    //! [post_recv]
+    // A receive looks the same whether or not the SEND brings an immediate: only the completion tells
+    // the difference.
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the message will land...
+    sge.length = static_cast<std::uint32_t>(buf.size());     // ...and the most it may hold
+    sge.lkey = mr->lkey;
+    ibv_recv_wr wr{};
+    wr.wr_id = 1;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr *bad_wr = nullptr;
+    check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+    //! [post_recv]
+    info("posted a receive of %zu bytes at %p", buf.size(), buf.data());
 
-    CmConnection cm; // -cm only: the RDMA CM connection, closed before the QP
-    if (args.use_cm) {
-        step(5, "wait for the sender to connect with RDMA CM (port %u); the CM moves the QP to RTR and RTS",
-             args.listen_port);
-        cm = cm_accept(args, dev, qp.get());
-        step(6, "nothing to write: the CM's answer to the sender (its REP message) carried our QPN and PSN");
-    } else {
-        step(5, "wait for the sender's connection descriptor, then move the QP to RTR");
-        const ConnectionDescriptor remote =
-            wait_for_connection_descriptor({args.remote_descriptor_path, "the sender (rdma_send_immediate)", args.timeout_s, {}});
-        info("sender: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
-        // RTR is all a QP that only receives needs: it accepts the sender's packets and acknowledges them.
-        // It never posts a send, so it never has to reach RTS.
-        qp_to_rtr(qp.get(), dev, remote);
+    step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
+                        : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
+    // As in chapter 5: our receive is posted, so the sender may send from here on; nothing to export.
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the sender (rdma_send_immediate)", 0, nullptr);
 
-        step(6, "answer: write our connection descriptor (there is no mmap to export)");
-        ConnectionDescriptor local = describe_qp(qp.get(), dev, random_psn(), new_nonce());
-        local.peer_nonce = remote.nonce; // ties the answer to this sender
-        write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
-        info("wrote %s: QPN 0x%06x", args.local_descriptor_path.c_str(), local.qp_num);
-    }
-
-    step(7, "poll the completion queue until the message has landed in our receive");
+    step(6, "poll the completion queue until the message has landed in our receive");
     //! [poll_recv]
     ibv_wc wc{};
-    Waiter waiter(args.timeout_s,
-                  prepost_receive ? "the sender's message" : "the sender's message, with no receive posted (--no-prepost-receive)",
-                  prepost_receive ? "" : "nothing can arrive without a posted receive: the sender's SEND was refused "
-                                         "(Receiver Not Ready). Failing to submit a receive task prior to the send task "
-                                         "results in a fatal failure; run without --no-prepost-receive");
-    // Our one receive is the only request outstanding on this CQ, so the next completion is its own.
-    // (With several, find yours by wr_id: Completions in completions.hpp.)
-    while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0)
-        waiter.pause();
+    Waiter waiter(args.timeout_s, "the sender's message", dev.ctx.get());
+    while (!done.take(1, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
     // A message longer than the posted receive: the IB spec (and hardware) says IBV_WC_LOC_LEN_ERR;
     // Soft-RoCE (rxe) reports the same event as IBV_WC_LOC_QP_OP_ERR. Our receive is well formed, so
     // either status here means the message did not fit. The sender's SEND fails as well.
@@ -120,12 +128,12 @@ static void run(const Args &args)
                     "the message was longer than the " + std::to_string(buf.size()) +
                         "-byte receive buffer we posted (--recv-size); post a receive as large as the largest "
                         "message (-s takes up to 256 bytes)");
-    check_wc(wc, IBV_WC_RECV, "the receive"); // a SEND with immediate completes as IBV_WC_RECV, too
+    done.check(wc, IBV_WC_RECV, "the receive"); // a SEND with immediate completes as IBV_WC_RECV, too
     //! [poll_recv]
     info("completion: IBV_WC_RECV, byte_len %u, IBV_WC_WITH_IMM %s", wc.byte_len,
          (wc.wc_flags & IBV_WC_WITH_IMM) ? "set" : "not set");
 
-    step(8, "check the immediate in the completion, then print the byte_len bytes that arrived");
+    step(7, "check the immediate in the completion, then print the byte_len bytes that arrived");
     //! [check_imm]
     // imm_data is valid only when IBV_WC_WITH_IMM is set; a plain SEND (rdma_send) leaves it unset.
     if (!(wc.wc_flags & IBV_WC_WITH_IMM))
@@ -133,9 +141,9 @@ static void run(const Args &args)
                     "the sender posted a plain SEND; start rdma_send_immediate, not rdma_send");
     const std::uint32_t imm = ntohl(wc.imm_data); // network byte order on the wire and in the completion
     //! [check_imm]
-    if (imm != expected_immediate) {
+    if (imm != immediate) {
         char text[96];
-        std::snprintf(text, sizeof text, "the immediate is 0x%x, expected 0x%x", imm, expected_immediate);
+        std::snprintf(text, sizeof text, "the immediate is 0x%x, expected 0x%x", imm, immediate);
         throw Error(text, "the sender must post imm_data = htonl(0xABCD); a value swapped byte for byte means "
                           "a missing htonl or ntohl");
     }
@@ -143,28 +151,25 @@ static void run(const Args &args)
         throw Error("byte_len " + std::to_string(wc.byte_len) + " exceeds the receive buffer", "a device bug; check dmesg");
     result("Got from sender: \"%.*s\" with immediate: 0x%x", static_cast<int>(wc.byte_len), buf.data(), imm);
 
-    if (args.use_cm) {
-        step(9, "disconnect from the sender (RDMA CM)");
-        cm_disconnect(cm, args.timeout_s);
-    }
+    step(8, args.use_cm ? "disconnect from the sender (RDMA CM)"
+                        : "keep the QP a moment: if our ACK of the message was lost, the sender resends it");
+    close_as_responder(x, args.timeout_s);
 } // qp, cq, mr, pd and the device close here, in reverse order of creation
 
 int main(int argc, char **argv)
 {
-    const ProgramSpec spec{
-        .name = "rdma_receive_immediate",
-        .role = "receiver",
-        .summary = "RDMA RECEIVE with immediate, receiver side: post a receive buffer, print the message and the "
-                   "immediate value the sender sends.",
-        .resource_descriptor = false,
-        .rdma_cm = true,
-        .extra = {{.long_name = "recv-size",
-                   .value_name = "N",
-                   .help = "bytes of the posted receive buffer; smaller than the message gives IBV_WC_LOC_LEN_ERR",
-                   .default_text = std::to_string(max_message_length),
-                   .apply = [](const std::string &v) { recv_size = parse_number("--recv-size", v, 1, max_message_length); }},
-                  {.long_name = "no-prepost-receive",
-                   .help = "demonstration: post no receive, so the sender's SEND fails (Receiver Not Ready)",
-                   .apply = [](const std::string &) { prepost_receive = false; }}}};
-    return run_sample(spec, argc, argv, run);
+    Options opt;
+    ProgramSpec spec{.name = "rdma_receive_immediate",
+                     .role = "receiver",
+                     .summary = "RDMA RECEIVE with immediate, receiver side: post a receive buffer, print the message "
+                                "and the immediate value the sender sends.",
+                     .resource_descriptor = false,
+                     .rdma_cm = true};
+    spec.extra.push_back({"recv-size", "BYTES", "bytes of the posted receive buffer; smaller than the message shows IBV_WC_LOC_LEN_ERR",
+                          std::to_string(max_message_length), [&](const std::string &v) {
+                              opt.recv_size = parse_number("--recv-size", v, 1, max_message_length);
+                          }});
+    spec.extra.push_back({"no-prepost-receive", "", "demonstration: post no receive, so the sender's SEND fails (Receiver Not Ready)",
+                          "", [&](const std::string &) { opt.prepost = false; }});
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

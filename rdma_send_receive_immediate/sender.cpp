@@ -3,19 +3,20 @@
  * @brief RDMA SEND with immediate, sender side: a string plus a 32-bit value for the receiver's completion.
  *
  * Everything in rdma_send_receive/sender.cpp holds (read it first): a two-sided SEND, no rkey, nothing
- * exported, the receiver's posted receive decides where the bytes land. The one new thing is the
- * immediate: 32 bits that travel in the packet header, not in the payload, and come out in the
+ * exported, the receiver's posted receive decides where the bytes land, and the same connection step
+ * (connect_to_responder(); both flows are written out in rdma_write/requester.cpp). The one new thing
+ * is the immediate: 32 bits that travel in the packet header, not in the payload, and come out in the
  * receiver's work completion (wc.imm_data) instead of in its buffer. A receiver can learn "which
  * message is this" without reading the data. This sample sends DOCA's value, 0xABCD.
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
-#include <rdma_samples/cm.hpp>
-#include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h> // htonl
 
@@ -23,67 +24,44 @@
 
 using namespace rdma_samples;
 
-// DOCA's immediate value.
-static constexpr std::uint32_t immediate_value = 0xABCD;
+/** DOCA's immediate value. */
+static constexpr std::uint32_t immediate = 0xABCD;
 
 static void run(const Args &args)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte string to send (local read/write, not exported)",
          args.message.size());
     Buffer buf(max_message_length);
     std::memcpy(buf.data(), args.message.data(), args.message.size());
-    //! [reg_mr]
     // DOCA's table: for send/receive, both sides' mmaps are local read/write only. The device reads
     // the message from here on our behalf (the lkey proves we registered it); the receiver never
     // addresses our memory, so there is no IBV_ACCESS_REMOTE_* flag and nothing to export.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-    //! [reg_mr]
     info("addr %p, length %zu, lkey 0x%x", buf.data(), buf.size(), mr->lkey);
 
-    step(3, "create a completion queue and an RC queue pair");
+    step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    // The peer may do nothing to our memory through this QP: a SEND needs no remote permission.
-    qp_to_init(qp.get(), dev, 0);
+    qp_to_init(qp.get(), dev, 0); // a SEND needs no remote permission: the receiver may do nothing to our memory
+    Completions done(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    CmConnection cm; // -cm only: the RDMA CM connection, closed before the QP
-    if (args.use_cm) {
-        step(4, "connect to the receiver with RDMA CM (%s port %u)", args.server_addr.value_or("?").c_str(),
-             args.listen_port);
-        // The receiver accepts only after its receive is posted. Its answer (the CM's REP message) carries
-        // its QPN and PSN, as its descriptor file would.
-        cm = cm_connect(args, dev, qp.get());
-        step(5, "the QP is at RTS: the CM moved it INIT -> RTR -> RTS with the attributes it negotiated");
-    } else {
-        step(4, "publish our connection descriptor and wait for the receiver's answer");
-        const std::uint32_t psn = random_psn();
-        const ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, new_nonce());
-        write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
-        info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
-             gid_to_string(local.gid).c_str());
-        // The receiver answers only after its QP is at RTR and its receive is posted: our SEND finds a
-        // buffer waiting. There is no mmap descriptor to wait for: a SEND names no remote address.
-        const ConnectionDescriptor remote = wait_for_connection_descriptor(
-            {args.remote_descriptor_path, "the receiver (rdma_receive_immediate)", args.timeout_s, local.nonce});
-        info("receiver: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+    step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
+                        : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
+    // As in chapter 5: the receiver answers only once its receive is posted, and exports nothing.
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done,
+                                      "the receiver (rdma_receive_immediate)", 0, std::nullopt);
 
-        step(5, "move the QP INIT -> RTR -> RTS (see rdma_write/requester.cpp)");
-        qp_to_rtr(qp.get(), dev, remote);
-        qp_to_rts(qp.get(), psn);
-    }
-
-    step(6, "post a SEND with immediate 0x%x and %zu bytes of data", immediate_value, args.message.size());
+    step(5, "post a SEND with immediate 0x%x and %zu bytes of data", immediate, args.message.size());
     result("Submitting RDMA send with immediate task that sends \"%s\" with immediate 0x%x to receiver",
-           args.message.c_str(), immediate_value);
-    info("imm_data = htonl(0x%x): the 32 bits travel in network byte order (big-endian)", immediate_value);
+           args.message.c_str(), immediate);
+    info("imm_data = htonl(0x%x): the 32 bits travel in network byte order (big-endian)", immediate);
     //! [post_send_imm]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // the bytes to send...
@@ -92,7 +70,7 @@ static void run(const Args &args)
     ibv_send_wr wr{};
     wr.wr_id = 1;
     wr.opcode = IBV_WR_SEND_WITH_IMM; // a SEND that also fills the receiver's wc.imm_data
-    wr.imm_data = htonl(immediate_value); // verbs carries imm_data in network byte order: convert it here
+    wr.imm_data = htonl(immediate);   // verbs carries imm_data in network byte order: convert it here
     wr.sg_list = &sge;
     wr.num_sge = args.message.empty() ? 0 : 1; // an empty message carries no data (it keeps a connection alive)
     wr.send_flags = IBV_SEND_SIGNALED;
@@ -100,11 +78,14 @@ static void run(const Args &args)
     check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(SEND_WITH_IMM)");
     //! [post_send_imm]
 
-    step(7, "poll the completion queue until the receiver has acknowledged the SEND");
+    step(6, "poll the completion queue until the receiver has acknowledged the SEND");
     ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the SEND with immediate completion");
-    while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0) // our SEND is all that is outstanding here
-        waiter.pause();
+    Waiter waiter(args.timeout_s, "the SEND with immediate completion", dev.ctx.get());
+    while (!done.take(1, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
     //! [send_errors]
     // As for a plain SEND: a failure here means the RECEIVER was not ready for it. A SEND with immediate
     // consumes a posted receive too, even with no data (the immediate has to land in a completion).
@@ -117,16 +98,18 @@ static void run(const Args &args)
         hint = "the receive buffer the receiver posted is too small for our " + std::to_string(args.message.size()) +
                "-byte message; it must post a receive at least that large (its --recv-size), or send less with -s";
     try {
-        check_wc(wc, IBV_WC_SEND, "the SEND with immediate"); // the sender's opcode is plain IBV_WC_SEND
+        done.check(wc, IBV_WC_SEND, "the SEND with immediate"); // the sender's opcode is plain IBV_WC_SEND
     } catch (const Error &e) {
         throw Error(e.what(), hint.empty() ? e.hint() : hint);
     }
     //! [send_errors]
     result("RDMA send with immediate task was done successfully");
 
+    // No goodbye, as in chapter 5: this SEND was the last message, and the receiver waits a moment
+    // before it destroys its QP, in case its ACK was lost and our device sends it again.
     if (args.use_cm) {
-        step(8, "disconnect: RDMA CM tells the receiver we are done");
-        cm_disconnect(cm, args.timeout_s);
+        step(7, "disconnect: RDMA CM tells the receiver we are done");
+        cm_disconnect(x.cm, args.timeout_s);
     }
 } // qp, cq, mr, pd and the device close here, in reverse order of creation
 

@@ -10,9 +10,11 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -21,14 +23,17 @@
 
 using namespace rdma_samples;
 
-namespace {
-constexpr std::uint64_t notify_value = 0xD0CA;  // the requester's first notify-set
-constexpr std::uint64_t signal_value = 0xD0CB;  // our answer
-constexpr std::uint64_t done_value = UINT64_MAX; // the requester's completion value
-bool never_signal = false;                       // --never-signal: demonstration of a get that times out
+static constexpr std::uint64_t notify_value = 0xD0CA;  // the requester's first notify-set
+static constexpr std::uint64_t signal_value = 0xD0CB;  // our answer
+static constexpr std::uint64_t done_value = UINT64_MAX; // the requester's completion value
+
+/** This program's own flags; the common ones are in Args. */
+struct Options {
+    bool never_signal = false; ///< --never-signal: the demonstration below
+};
 
 /** Wait (bounded) until the event is at least @p target; return what it holds then. */
-std::uint64_t wait_for_event(std::atomic_ref<std::uint64_t> event, std::uint64_t target, int timeout_s)
+static std::uint64_t wait_for_event(std::atomic_ref<std::uint64_t> event, std::uint64_t target, int timeout_s)
 {
     //! [wait_value]
     char what[64];
@@ -40,13 +45,22 @@ std::uint64_t wait_for_event(std::atomic_ref<std::uint64_t> event, std::uint64_t
     //! [wait_value]
     return v;
 }
-} // namespace
 
-static void run(const Args &args)
+/** --never-signal: wait for 0xd0cb without setting it. The requester's get keeps reading 0xd0ca until
+ *  its -t runs out; nobody sets 0xd0cb, so our wait runs out too. */
+static void never_signal(const Args &args, std::atomic_ref<std::uint64_t> event)
+{
+    step(7, "(demonstration) never signal: the requester's get keeps reading 0xd0ca");
+    wait_for_event(event, signal_value, args.timeout_s);
+    throw Error("the sync event reached 0xd0cb although we never signalled", "is another requester setting it?");
+}
+
+static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register the 8-byte sync event (local read/write + remote read/write)");
     Buffer buf(sizeof(std::uint64_t)); // page-aligned, so the event is 8-byte aligned; starts at 0
@@ -63,11 +77,22 @@ static void run(const Args &args)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
-    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE);
+    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE); // the QP must grant both too
+    Completions done(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
-    post_goodbye_receive(qp.get());
+    //! [completions]
+    // Our CQ sees at most two completions. With -cm, the SEND of our descriptor: accept_requester()
+    // waits for it by its wr_id. And this receive: the goodbye can only complete after the requester's
+    // last WRITE (an RC QP executes in order), so it waits in the CQ until step 9 polls it; or it is
+    // flushed (IBV_WC_WR_FLUSH_ERR) if our QP fails. The requester's WRITEs and READs complete
+    // nothing here: we see them only by reading the event.
+    ibv_recv_wr bye{}; // no scatter/gather list: the goodbye carries no data (chapter 2)
+    bye.wr_id = goodbye_wr_id;
+    ibv_recv_wr *bad_wr = nullptr;
+    check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
+    //! [completions]
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our sync-event descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the sync event");
@@ -84,10 +109,8 @@ static void run(const Args &args)
     step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
     result("Sync event value 0x%llx received", static_cast<unsigned long long>(wait_for_event(event, notify_value, args.timeout_s)));
 
-    if (never_signal) {
-        step(7, "(demonstration) never signal: the requester's get keeps reading 0xd0ca");
-        wait_for_event(event, signal_value, args.timeout_s); // never reached: ends in a timeout
-    }
+    if (opt.never_signal)
+        return never_signal(args, event);
     step(7, "signal the requester: set the event to 0x%llx locally", static_cast<unsigned long long>(signal_value));
     result("Signaling sync event");
     event.store(signal_value, std::memory_order_release);
@@ -97,21 +120,28 @@ static void run(const Args &args)
     result("Sync event completion value 0x%llx received", static_cast<unsigned long long>(done_value));
 
     step(9, "wait for the goodbye, then release the event");
-    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND)");
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND)", dev.ctx.get());
+    while (!done.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND)");
 
-    if (args.use_cm) {
-        step(10, "disconnect from the requester (RDMA CM)");
-        cm_disconnect(x.cm, args.timeout_s);
-    }
+    step(10, args.use_cm ? "disconnect from the requester (RDMA CM)"
+                         : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
+    close_as_responder(x, args.timeout_s);
 }
 
 int main(int argc, char **argv)
 {
+    Options opt;
     ProgramSpec spec{.name = "rdma_sync_event_responder",
                      .role = "responder",
                      .summary = "Remote sync event, responder side: export a 64-bit event, wait on it, signal back.",
                      .rdma_cm = true};
     spec.extra.push_back({"never-signal", "", "demonstration: never set 0xD0CB, so the requester's get times out", "",
-                          [](const std::string &) { never_signal = true; }});
-    return run_sample(spec, argc, argv, run);
+                          [&](const std::string &) { opt.never_signal = true; }});
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

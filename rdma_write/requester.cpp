@@ -3,18 +3,19 @@
  * @brief RDMA WRITE, requester side: put a string straight into the responder's memory.
  *
  * The first lesson. Every verbs call is written out, including the queue pair's walk from RESET to
- * INIT, RTR (ready to receive) and RTS (ready to send); later lessons call the helpers in rc_qp.hpp for
- * what this one teaches. An RDMA WRITE is "one-sided": the responder's CPU takes no part in it and sees
- * no completion for it. It only learns that the write is done from the goodbye SEND we post after it.
+ * INIT, RTR (ready to receive) and RTS (ready to send), and both ways to connect: descriptor files and
+ * RDMA CM (`-cm`). Later lessons call rc_qp.hpp and exchange.hpp for what this one teaches. An RDMA
+ * WRITE is "one-sided": the responder's CPU takes no part in it and sees no completion for it. It only
+ * learns that the write is done from the goodbye SEND we post after it.
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
-#include <rdma_samples/cm.hpp>
-#include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <cstring>
 
@@ -27,8 +28,7 @@ static void run(const Args &args)
     //! [alloc_pd]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     //! [alloc_pd]
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte string to write (local read/write, not exported)",
          args.message.size());
@@ -41,10 +41,9 @@ static void run(const Args &args)
     //! [reg_mr]
     info("addr %p, length %zu, lkey 0x%x", buf.data(), buf.size(), mr->lkey);
 
-    step(3, "create a completion queue and an RC queue pair");
+    step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
     //! [create_qp]
-    // A CQ must have room for every completion that can be waiting in it: each signaled send request
-    // and each receive of every QP that completes into it (16 + 16 here). An overrun CQ is an error.
+    // Room for every completion that can wait in it: 16 signaled sends + 16 receives. An overrun is an error.
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16 + 16, nullptr, nullptr, 0), "ibv_create_cq"));
     ibv_qp_init_attr init{};
     init.send_cq = cq.get();     // completions of our sends, writes and reads
@@ -56,9 +55,17 @@ static void run(const Args &args)
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     QpPtr qp(check(ibv_create_qp(pd.get(), &init), "ibv_create_qp"));
+    // RESET -> INIT, the first of three transitions (RTR and RTS need the peer: step 5 or the CM).
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.port_num = dev.port;     // the physical port this QP sends from
+    attr.pkey_index = 0;          // P_Key index 0: the port's first partition key, the default one
+    attr.qp_access_flags = 0;     // what the PEER may do through this QP: nothing, we only initiate
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
+             "ibv_modify_qp(INIT)");
     //! [create_qp]
-    Completions done(cq.get()); // the helpers below find their completions by wr_id (completions.hpp)
-    info("QPN 0x%06x", qp->qp_num);
+    Completions done(cq.get()); // our poll loops find each completion by its wr_id (step 7)
+    info("QPN 0x%06x, state INIT", qp->qp_num);
 
     ResourceDescriptor mmap{}; // where the responder lets us write, from a file or in-band
     CmConnection cm;           // -cm only: the RDMA CM connection, closed before the QP
@@ -66,16 +73,13 @@ static void run(const Args &args)
         step(4, "connect to the responder with RDMA CM (%s port %u); the CM moves the QP to RTR and RTS",
              args.server_addr.value_or("?").c_str(), args.listen_port);
         //! [cm_connect]
-        // Instead of two descriptor files, RDMA CM carries QPN, PSN and GID in its own handshake (see
-        // cm.hpp). Our receive for the responder's mmap descriptor must be posted before we connect: the
-        // responder SENDs it the moment it accepts. A QP accepts receives from INIT on.
-        qp_to_init(qp.get(), dev, 0);
+        // RDMA CM carries QPN, PSN and GID in its own handshake (cm.hpp). The responder SENDs its mmap
+        // descriptor the moment it accepts, so our receive for it is posted first (a QP in INIT takes it).
         DescriptorReceive mmap_text(pd.get(), qp.get());
         cm = cm_connect(args, dev, qp.get()); // resolve, connect, then RTR/RTS with the CM's attributes
         //! [cm_connect]
         step(5, "receive the responder's mmap descriptor, which it SENDs right after accepting");
-        const std::string text = mmap_text.wait(done, args.timeout_s);
-        mmap = parse_resource_descriptor(text, "the responder's SEND", ResourceKind::mmap);
+        mmap = parse_resource_descriptor(mmap_text.wait(done, args.timeout_s), "the responder's SEND", ResourceKind::mmap);
     } else {
         step(4, "publish our connection descriptor and wait for the responder's answer");
         //! [exchange]
@@ -84,34 +88,22 @@ static void run(const Args &args)
         write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
         info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
              gid_to_string(local.gid).c_str());
-        // The responder answers only once its QP is ready to receive (RTR), naming our nonce: a file from
-        // an earlier run is ignored, and nothing we post can reach a QP that is not ready.
-        const ConnectionDescriptor remote =
-            wait_for_connection_descriptor({args.remote_descriptor_path, "the responder (rdma_write_responder)", args.timeout_s, local.nonce});
-        mmap = wait_for_resource_descriptor(
-            {args.resource_descriptor_path, "the responder (rdma_write_responder)", args.timeout_s, local.nonce}, ResourceKind::mmap);
+        // The responder answers once its QP is ready to receive (RTR), naming our nonce: stale files are ignored.
+        const std::string peer = "the responder (rdma_write_responder)";
+        const ConnectionDescriptor remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
+        info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+        mmap = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce}, ResourceKind::mmap);
         //! [exchange]
-        info("responder: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
 
-        step(5, "move the QP RESET -> INIT -> RTR -> RTS");
+        step(5, "move the QP INIT -> RTR -> RTS");
         //! [modify_qp]
-        ibv_qp_attr attr{};
-        attr.qp_state = IBV_QPS_INIT;
-        attr.port_num = dev.port;           // the physical port this QP sends from
-        attr.pkey_index = 0;                // P_Key index 0: the port's first partition key, the default one
-        attr.qp_access_flags = 0;           // what the PEER may do through this QP: nothing, we only initiate
-        check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
-                 "ibv_modify_qp(INIT)");
-
         attr = {};
         attr.qp_state = IBV_QPS_RTR;        // Ready To Receive: needs to know the peer
         attr.path_mtu = path_mtu(dev, remote.mtu); // largest packet payload both sides support
         attr.dest_qp_num = remote.qp_num;   // the peer's QP, from its descriptor
         attr.rq_psn = remote.psn;           // the first sequence number the peer will send
-        attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none (a READ or
-                                            // atomic responder needs >= 1)
-        attr.min_rnr_timer = 12;            // code 12 = 0.64 ms: how long a sender waits when we have no receive
-                                            // posted (0 would mean 655 ms: the IBTA table of RNR timer codes)
+        attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
+        attr.min_rnr_timer = 12;            // a code: 0.64 ms before a sender retries a SEND we had no receive for
         attr.ah_attr.is_global = 1;         // RoCE routes by GID, so every packet carries a global route header
         attr.ah_attr.grh.dgid = remote.gid; // the peer's GID (on RoCE, built from its IP address)
         attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
@@ -126,9 +118,7 @@ static void run(const Args &args)
         attr.qp_state = IBV_QPS_RTS;        // Ready To Send
         attr.sq_psn = psn;                  // our first sequence number, as published
         attr.timeout = 14;                  // wait 4.096 us * 2^14 = 67 ms for an ACK before resending
-        attr.retry_cnt = 6;                 // resend 6 times, then fail with RETRY_EXC_ERR: 7 sends of 67 ms,
-                                            // ~0.5 s for a dead peer (a count: 7 = 7 retries, but rdma_rxe
-                                            // alone treats 7 as forever)
+        attr.retry_cnt = 6;                 // resend 6 times, then fail with RETRY_EXC_ERR (a dead peer: ~0.5 s)
         attr.rnr_retry = 6;                 // retry 6 times when the peer has no receive (7 = forever, IBTA)
         attr.max_rd_atomic = 0;             // READs/atomics we may have in flight: none, we only write
         check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
@@ -142,8 +132,7 @@ static void run(const Args &args)
     // Stay inside what the peer exported, and ask only for what it granted: check before posting.
     if (args.message.size() > mmap.length)
         throw Error("the string is " + std::to_string(args.message.size()) + " bytes but the responder exported only " +
-                        std::to_string(mmap.length),
-                    "write a shorter string with -w");
+                        std::to_string(mmap.length), "write a shorter string with -w");
     if (!(mmap.access & IBV_ACCESS_REMOTE_WRITE))
         throw Error("the responder's memory does not grant remote write (access " + access_to_string(mmap.access) + ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_WRITE");
@@ -156,7 +145,7 @@ static void run(const Args &args)
     sge.length = static_cast<std::uint32_t>(args.message.size());
     sge.lkey = mr->lkey;                                      // ...and the key that proves we registered it
     ibv_send_wr wr{};
-    wr.wr_id = 1;
+    wr.wr_id = 1;                       // ours to choose: its completion carries it back
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -169,18 +158,34 @@ static void run(const Args &args)
 
     step(7, "poll the completion queue until the WRITE completes");
     //! [poll]
-    // The WRITE is the only request outstanding on this CQ, so the next completion is its own. With
-    // several outstanding, find yours by wr_id: completions of different queues come in any order.
+    // Completions are ordered within one work queue, not between our send and receive queues: find
+    // ours by wr_id, and keep any other completion for the wait that wants it.
     ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the RDMA WRITE completion");
-    while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0)
-        waiter.pause(); // nothing yet: give the CPU away, give up after -t seconds
-    check_wc(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE");
+    Waiter waiter(args.timeout_s, "the RDMA WRITE's completion", dev.ctx.get());
+    while (!done.take(1, wc))            // polled already (and kept)?
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);               // one completion, whichever it is: keep it, take() looks again
+        else
+            waiter.pause();              // nothing yet: give the CPU away; give up after -t seconds
+    done.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE"); // status, opcode; a flush names its cause
     //! [poll]
     result("Requester has written: \"%s\"", args.message.c_str());
 
     step(8, "say goodbye with a zero-length SEND: on RC it arrives after the WRITE");
-    send_goodbye(qp.get(), done, args.timeout_s);
+    //! [goodbye]
+    ibv_send_wr bye{}; // no scatter/gather list: zero bytes, it consumes the receive the responder posted
+    bye.wr_id = goodbye_wr_id;
+    bye.opcode = IBV_WR_SEND;
+    bye.send_flags = IBV_SEND_SIGNALED;
+    check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
+    Waiter bye_waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
+    while (!done.take(goodbye_wr_id, wc))
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            bye_waiter.pause();
+    done.check(wc, IBV_WC_SEND, "the goodbye SEND"); // its ACK came back: the responder has it
+    //! [goodbye]
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");

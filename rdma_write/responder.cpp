@@ -4,8 +4,9 @@
  *
  * The responder grants the requester remote write on one buffer and hands out that buffer's address
  * and rkey. Its CPU takes no part in the WRITE: it only waits for the requester's goodbye, a zero-length
- * SEND that, on a Reliable Connected QP, cannot overtake the WRITE posted before it.
- * The QP transitions are written out in requester.cpp; here they are the rc_qp.hpp helpers.
+ * SEND that, on a Reliable Connected QP, cannot overtake the WRITE posted before it. The goodbye's
+ * receive, the poll loop and the end of the connection are written out here; the QP transitions are
+ * written out in requester.cpp, and here they are the rc_qp.hpp helpers.
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
@@ -14,9 +15,13 @@
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 using namespace rdma_samples;
 
@@ -25,8 +30,7 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte buffer the requester may write into (local read/write + remote write)",
          max_message_length);
@@ -40,17 +44,24 @@ static void run(const Args &args)
     //! [reg_mr]
     info("addr %p, length %zu, rkey 0x%x", buf.data(), buf.size(), mr->rkey);
 
-    step(3, "create a completion queue and an RC queue pair that accepts remote writes");
-    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    step(3, "create a completion queue and an RC queue pair that accepts remote writes, and move it to INIT");
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests, as in requester.cpp.
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
     // The QP must allow remote write too: the MR and the QP each have to grant it.
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE);
+    Completions done(cq.get()); // our poll loop finds each completion by its wr_id
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye before anyone can send it");
-    post_goodbye_receive(qp.get());
+    //! [goodbye_receive]
+    // A SEND that finds no receive is refused (Receiver Not Ready). Posted now, before we publish
+    // anything, this one is surely there: no scatter/gather list, the goodbye carries no data.
+    ibv_recv_wr bye{};
+    bye.wr_id = goodbye_wr_id;
+    ibv_recv_wr *bad_wr = nullptr;
+    check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
+    //! [goodbye_receive]
 
     // What we export: exactly the registered range, remote write only. It reaches the requester in a
     // file (-m) or, with -cm, in a SEND over the new connection.
@@ -78,7 +89,7 @@ static void run(const Args &args)
         step(5, "wait for the requester's connection descriptor, then move the QP to RTR and RTS");
         const ConnectionDescriptor remote = wait_for_connection_descriptor(
             {args.remote_descriptor_path, "the requester (rdma_write_requester)", args.timeout_s, {}});
-        info("requester: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+        info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
         const std::uint32_t psn = random_psn();
         qp_to_rtr(qp.get(), dev, remote);
         qp_to_rts(qp.get(), psn);
@@ -98,7 +109,16 @@ static void run(const Args &args)
 
     step(7, "wait for the goodbye; the WRITE itself gives us no completion");
     //! [goodbye]
-    done.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its WRITE)");
+    // With -cm, the goodbye may complete before our descriptor SEND did (its ACK came late): that
+    // wait kept the goodbye's completion, and take() finds it here.
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its WRITE)", dev.ctx.get());
+    while (!done.take(goodbye_wr_id, wc))
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its WRITE)");
     //! [goodbye]
 
     step(8, "read what the requester wrote into our memory");
@@ -108,10 +128,19 @@ static void run(const Args &args)
         throw Error("the goodbye arrived but the buffer is still empty",
                     "the requester wrote nothing (an empty -w?) or wrote elsewhere; check its output");
 
+    step(9, args.use_cm ? "disconnect from the requester (RDMA CM)"
+                        : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
+    //! [close]
     if (args.use_cm) {
-        step(9, "disconnect from the requester (RDMA CM)");
-        cm_disconnect(cm, args.timeout_s);
+        cm_disconnect(cm, args.timeout_s); // the requester answers our DREQ only after its last completion
+    } else {
+        // Like TCP's TIME_WAIT: if our ACK of the goodbye was lost, the requester resends the goodbye
+        // for up to rc_retransmit_window_ms, and only a QP that still exists can ACK it again. Destroy
+        // the QP now and the requester, whose message did arrive, fails with IBV_WC_RETRY_EXC_ERR.
+        info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", rc_retransmit_window_ms);
+        std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
     }
+    //! [close]
 } // qp, cq, mr, pd and the device close here: the exported rkey stops working
 
 int main(int argc, char **argv)

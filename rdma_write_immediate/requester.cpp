@@ -12,7 +12,9 @@
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h>
 
@@ -28,7 +30,7 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte string to write (local read/write, not exported)",
          args.message.size());
@@ -36,17 +38,18 @@ static void run(const Args &args)
     std::memcpy(buf.data(), args.message.data(), args.message.size());
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
-    step(3, "create a completion queue and an RC queue pair");
+    step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
-    info("QPN 0x%06x", qp->qp_num);
+    qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
+    Completions done(cq.get());   // our poll loop finds each completion by its wr_id (chapter 2)
+    info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
-    Exchange x = connect_requester(args, dev, pd.get(), qp.get(), done, "the responder (rdma_write_immediate_responder)",
-                                   0, ResourceKind::mmap);
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the responder (rdma_write_immediate_responder)",
+                                      0, ResourceKind::mmap);
     const ResourceDescriptor &mmap = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
          mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
@@ -79,10 +82,18 @@ static void run(const Args &args)
     //! [post_write_imm]
 
     step(6, "poll the completion queue until the WRITE completes");
-    done.wait(1, IBV_WC_RDMA_WRITE, args.timeout_s, "the RDMA WRITE with immediate");
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the completion of the RDMA WRITE with immediate", dev.ctx.get());
+    while (!done.take(1, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE with immediate"); // our side: IBV_WC_RDMA_WRITE, no "IMM"
     result("Requester has written: \"%s\" with immediate 0x%x", args.message.c_str(), immediate);
     // No goodbye, unlike rdma_write: the immediate already gave the responder its completion, and on
-    // RC that completion comes only after the written bytes are in its memory.
+    // RC that completion comes only after the written bytes are in its memory. The responder keeps its
+    // QP a moment in case its ACK of our WRITE was lost (chapter 2).
 
     if (args.use_cm) {
         step(7, "disconnect: RDMA CM tells the responder we are done");

@@ -10,9 +10,11 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h>
 
@@ -20,17 +22,47 @@
 
 using namespace rdma_samples;
 
-namespace {
-constexpr std::uint32_t immediate = 0xABCD; // what DOCA's requester sends
-bool prepost = true;                         // --no-prepost-receive: see IBV_WC_RNR_RETRY_EXC_ERR
-} // namespace
+/** What DOCA's requester sends as the immediate. */
+constexpr std::uint32_t immediate = 0xABCD;
 
-static void run(const Args &args)
+/** This program's own flags; the common ones are in Args. */
+struct Options {
+    bool prepost = true; ///< --no-prepost-receive: the demonstration below instead of the receive
+};
+
+/**
+ * --no-prepost-receive: connect without a receive posted. The WRITE with immediate finds nothing to
+ * consume, our device answers "Receiver Not Ready", and the requester, after rnr_retry retries, fails
+ * with IBV_WC_RNR_RETRY_EXC_ERR. We wait for a completion that cannot come, until -t.
+ */
+static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+                               ResourceDescriptor &mmap)
+{
+    step(4, "(demonstration) post NO receive: the WRITE with immediate will find nothing to consume");
+    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
+                        : "wait for the requester, move the QP to RTR and RTS, export the buffer");
+    Exchange x = accept_requester(args, dev, pd, qp, done, "the requester (rdma_write_immediate_requester)", 0, &mmap);
+
+    step(6, "poll the completion queue: the immediate says the write has landed");
+    const std::string what = "the requester's RDMA WRITE with immediate, which cannot complete here: "
+                             "--no-prepost-receive posted no receive for it to consume";
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, what, dev.ctx.get());
+    while (!done.take(1, wc))
+        if (check_poll(ibv_poll_cq(done.cq(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RECV_RDMA_WITH_IMM, what);
+    throw Error("a receive completed although none was posted", "this should never happen; check dmesg");
+}
+
+static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, GID index %d (%s)", dev.name.c_str(), dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte buffer the requester may write into (local read/write + remote write)",
          max_message_length);
@@ -38,49 +70,52 @@ static void run(const Args &args)
     // DOCA's table, as rdma_write: local read/write + remote write on the mmap and the QP.
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
-
-    step(3, "create a completion queue and an RC queue pair that accepts remote writes");
-    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
-    QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    Completions done(cq.get()); // every wait finds its own completion by wr_id
-    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE);
-    info("QPN 0x%06x, state INIT", qp->qp_num);
-
-    if (prepost) {
-        step(4, "post a receive for the immediate BEFORE we publish anything");
-        //! [post_recv]
-        // The WRITE with immediate consumes one receive from our queue. Posted before our descriptors
-        // are published, it is surely there when the WRITE arrives; without it our device answers
-        // "Receiver Not Ready" and the requester retries (rnr_retry) and then fails.
-        ibv_recv_wr wr{};
-        wr.wr_id = 1;
-        wr.num_sge = 0; // no buffer: the data goes to the rkey's memory, only the immediate comes here
-        ibv_recv_wr *bad_wr = nullptr;
-        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
-        //! [post_recv]
-    } else {
-        step(4, "(demonstration) post NO receive: the WRITE with immediate will find nothing to consume");
-    }
-
-    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
-                        : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    ResourceDescriptor mmap{};
+    ResourceDescriptor mmap{}; // what we export in step 5: exactly the registered range
     mmap.kind = ResourceKind::mmap;
     mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
     mmap.length = static_cast<std::uint32_t>(buf.size());
     mmap.rkey = mr->rkey;
     mmap.access = access;
+
+    step(3, "create a completion queue and an RC queue pair that accepts remote writes, and move it to INIT");
+    // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE); // the QP must grant remote write too
+    Completions done(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    info("QPN 0x%06x, state INIT", qp->qp_num);
+
+    if (!opt.prepost)
+        return no_prepost_receive(args, dev, pd.get(), qp.get(), done, mmap);
+    step(4, "post a receive for the immediate BEFORE we publish anything");
+    //! [post_recv]
+    // The WRITE with immediate consumes one receive from our queue. Posted before our descriptors
+    // are published, it is surely there when the WRITE arrives; without it our device answers
+    // "Receiver Not Ready" and the requester retries (rnr_retry) and then fails.
+    ibv_recv_wr wr{};
+    wr.wr_id = 1;
+    wr.num_sge = 0; // no buffer: the data goes to the rkey's memory, only the immediate comes here
+    ibv_recv_wr *bad_wr = nullptr;
+    check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+    //! [post_recv]
+
+    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
+                        : "wait for the requester, move the QP to RTR and RTS, export the buffer");
     Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_write_immediate_requester)",
                                   0, &mmap);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     //! [poll_imm]
-    // This completion is our only notification: unlike rdma_write, no goodbye SEND follows.
-    const ibv_wc wc = done.wait(1, IBV_WC_RECV_RDMA_WITH_IMM, args.timeout_s,
-                                prepost ? "the requester's RDMA WRITE with immediate"
-                                        : "the requester's RDMA WRITE with immediate, which cannot complete "
-                                          "here: --no-prepost-receive posted no receive for it to consume");
+    // This completion is our only notification: unlike rdma_write, no goodbye SEND follows. With -cm it
+    // may come before our descriptor SEND's own completion (chapter 2): that wait kept it for us.
+    ibv_wc wc{};
+    Waiter waiter(args.timeout_s, "the requester's RDMA WRITE with immediate", dev.ctx.get());
+    while (!done.take(1, wc)) // the poll loop of chapter 2
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
+            done.keep(wc);
+        else
+            waiter.pause();
+    done.check(wc, IBV_WC_RECV_RDMA_WITH_IMM, "the requester's RDMA WRITE with immediate");
     if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != immediate)
         throw Error("the completion carries no immediate 0xabcd", "is the peer rdma_write_immediate_requester?");
     //! [poll_imm]
@@ -94,19 +129,19 @@ static void run(const Args &args)
     result("Responder memory now holds: \"%.*s\" (%u bytes, immediate 0x%x)", static_cast<int>(wc.byte_len), buf.data(),
            wc.byte_len, ntohl(wc.imm_data));
 
-    if (args.use_cm) {
-        step(7, "disconnect from the requester (RDMA CM)");
-        cm_disconnect(x.cm, args.timeout_s);
-    }
+    step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
+                        : "keep the QP a moment: if our ACK of the WRITE was lost, the requester resends it");
+    close_as_responder(x, args.timeout_s);
 }
 
 int main(int argc, char **argv)
 {
+    Options opt;
     ProgramSpec spec{.name = "rdma_write_immediate_responder",
                      .role = "responder",
                      .summary = "RDMA WRITE with immediate, responder side: export a buffer, get a completion for the write.",
                      .rdma_cm = true};
     spec.extra.push_back({"no-prepost-receive", "", "demonstration: post no receive, so the requester fails with RNR retry exceeded",
-                          "", [](const std::string &) { prepost = false; }});
-    return run_sample(spec, argc, argv, run);
+                          "", [&](const std::string &) { opt.prepost = false; }});
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

@@ -1,7 +1,6 @@
 /** @file args.cpp @brief DOCA-compatible command line parsing, --help, and the life of main(). */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
-#include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/log.hpp>
 
 #include <cstdio>
@@ -67,7 +66,7 @@ void require_plain(const std::string &flag, const std::string &what, const std::
                              ", got " + quote(v));
 }
 
-void apply_common(Args &a, const ProgramSpec &spec, const std::string &name, const std::string &flag, const std::string &v)
+void apply_common(Args &a, const std::string &name, const std::string &flag, const std::string &v)
 {
     if (name == "device") {
         require_plain(flag, "device name", v, 64, true); // IBV_SYSFS_NAME_MAX
@@ -109,40 +108,17 @@ void apply_common(Args &a, const ProgramSpec &spec, const std::string &name, con
     } else if (name == "help") {
         a.help = true;
     }
-    (void)spec;
 }
 
 } // namespace
 
 std::uint64_t parse_number(const std::string &flag, const std::string &text, std::uint64_t lo, std::uint64_t hi)
 {
-    const bool hex = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X');
-    const std::string digits = hex ? text.substr(2) : text;
-    std::uint64_t v = 0;
-    bool ok = !digits.empty() && digits.size() <= (hex ? 16u : 20u);
-    for (char c : digits) {
-        int d;
-        if (c >= '0' && c <= '9')
-            d = c - '0';
-        else if (hex && c >= 'a' && c <= 'f')
-            d = c - 'a' + 10;
-        else if (hex && c >= 'A' && c <= 'F')
-            d = c - 'A' + 10;
-        else {
-            ok = false;
-            break;
-        }
-        const std::uint64_t base = hex ? 16 : 10;
-        if (v > (UINT64_MAX - static_cast<std::uint64_t>(d)) / base) {
-            ok = false;
-            break;
-        }
-        v = v * base + static_cast<std::uint64_t>(d);
-    }
-    if (!ok || v < lo || v > hi)
+    const std::optional<std::uint64_t> v = parse_unsigned(text, NumberBase::either, hi);
+    if (!v || *v < lo)
         throw UsageError(flag + ": expected a number from " + std::to_string(lo) + " to " + std::to_string(hi) +
                          ", got " + quote(text));
-    return v;
+    return *v;
 }
 
 Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
@@ -189,7 +165,7 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
             throw UsageError(tok + ": takes no value");
         }
         if (common)
-            apply_common(a, spec, common->long_name, tok, value);
+            apply_common(a, common->long_name, tok, value);
         else
             extra->apply(value);
     }
@@ -266,11 +242,6 @@ int run_sample(const ProgramSpec &spec, int argc, char **argv, const std::functi
         std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
         if (!e.hint().empty())
             std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
-    } catch (const DescriptorError &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
-        std::fprintf(stderr, "hint: the descriptor file is not one this program wrote: check the path (-re, -m), or copy it "
-                             "again from the peer, unchanged\n");
     } catch (const std::exception &e) {
         std::fflush(stdout);
         std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());

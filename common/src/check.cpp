@@ -2,6 +2,10 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
 
+#include <poll.h>
+
+#include <fcntl.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -145,6 +149,36 @@ std::string quote(const std::string &text, std::size_t max)
     return out;
 }
 
+std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase base, std::uint64_t max)
+{
+    const bool has_0x = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || (base == NumberBase::either && text[1] == 'X'));
+    const bool hex = base == NumberBase::hex || (base == NumberBase::either && has_0x);
+    if (hex && !has_0x)
+        return std::nullopt;
+    const std::string digits = hex ? text.substr(2) : text;
+    if (digits.empty() || digits.size() > (hex ? 16u : 20u))
+        return std::nullopt;
+    const std::uint64_t radix = hex ? 16 : 10;
+    std::uint64_t v = 0;
+    for (char c : digits) {
+        std::uint64_t d;
+        if (c >= '0' && c <= '9')
+            d = static_cast<std::uint64_t>(c - '0');
+        else if (hex && c >= 'a' && c <= 'f')
+            d = static_cast<std::uint64_t>(c - 'a' + 10);
+        else if (hex && base == NumberBase::either && c >= 'A' && c <= 'F')
+            d = static_cast<std::uint64_t>(c - 'A' + 10);
+        else
+            return std::nullopt;
+        if (v > (UINT64_MAX - d) / radix)
+            return std::nullopt;
+        v = v * radix + d;
+    }
+    if (v > max)
+        return std::nullopt;
+    return v;
+}
+
 void fail_errno(const std::string &call, int err)
 {
     trace("%s failed: %s (errno %d)", call.c_str(), std::strerror(err), err);
@@ -186,6 +220,78 @@ void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what)
                         wc_opcode_name(wc.opcode),
                     "the peer posted a different operation than this sample expects; are both sides the same sample?");
     trace("completion: %s, status IBV_WC_SUCCESS, byte_len %u", wc_opcode_name(wc.opcode), wc.byte_len);
+}
+
+const char *async_event_name(ibv_event_type type)
+{
+    switch (type) {
+    case IBV_EVENT_CQ_ERR: return "IBV_EVENT_CQ_ERR";
+    case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL";
+    case IBV_EVENT_QP_REQ_ERR: return "IBV_EVENT_QP_REQ_ERR";
+    case IBV_EVENT_QP_ACCESS_ERR: return "IBV_EVENT_QP_ACCESS_ERR";
+    case IBV_EVENT_COMM_EST: return "IBV_EVENT_COMM_EST";
+    case IBV_EVENT_SQ_DRAINED: return "IBV_EVENT_SQ_DRAINED";
+    case IBV_EVENT_PATH_MIG: return "IBV_EVENT_PATH_MIG";
+    case IBV_EVENT_PATH_MIG_ERR: return "IBV_EVENT_PATH_MIG_ERR";
+    case IBV_EVENT_DEVICE_FATAL: return "IBV_EVENT_DEVICE_FATAL";
+    case IBV_EVENT_PORT_ACTIVE: return "IBV_EVENT_PORT_ACTIVE";
+    case IBV_EVENT_PORT_ERR: return "IBV_EVENT_PORT_ERR";
+    case IBV_EVENT_LID_CHANGE: return "IBV_EVENT_LID_CHANGE";
+    case IBV_EVENT_PKEY_CHANGE: return "IBV_EVENT_PKEY_CHANGE";
+    case IBV_EVENT_SM_CHANGE: return "IBV_EVENT_SM_CHANGE";
+    case IBV_EVENT_SRQ_ERR: return "IBV_EVENT_SRQ_ERR";
+    case IBV_EVENT_SRQ_LIMIT_REACHED: return "IBV_EVENT_SRQ_LIMIT_REACHED";
+    case IBV_EVENT_QP_LAST_WQE_REACHED: return "IBV_EVENT_QP_LAST_WQE_REACHED";
+    case IBV_EVENT_CLIENT_REREGISTER: return "IBV_EVENT_CLIENT_REREGISTER";
+    case IBV_EVENT_GID_CHANGE: return "IBV_EVENT_GID_CHANGE";
+    case IBV_EVENT_WQ_FATAL: return "IBV_EVENT_WQ_FATAL";
+    }
+    return "IBV_EVENT_(unknown)";
+}
+
+//! [async_events]
+std::string take_async_events(ibv_context *ctx)
+{
+    // The async queue is a file descriptor: make it non-blocking and ask poll() whether anything is
+    // there, so that looking never waits.
+    const int flags = fcntl(ctx->async_fd, F_GETFL);
+    if (flags == -1 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == -1)
+        return {};
+    std::string events;
+    for (int n = 0; n < 16; ++n) { // a handful is enough to explain; never loop forever
+        pollfd pfd{ctx->async_fd, POLLIN, 0};
+        ibv_async_event ev{};
+        if (poll(&pfd, 1, 0) != 1 || ibv_get_async_event(ctx, &ev) != 0)
+            break;
+        char text[96];
+        switch (ev.event_type) {
+        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
+            std::snprintf(text, sizeof text, "%s on QP 0x%06x", async_event_name(ev.event_type), ev.element.qp->qp_num);
+            break;
+        case IBV_EVENT_PORT_ACTIVE: case IBV_EVENT_PORT_ERR: case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE: case IBV_EVENT_SM_CHANGE: case IBV_EVENT_CLIENT_REREGISTER:
+        case IBV_EVENT_GID_CHANGE:
+            std::snprintf(text, sizeof text, "%s on port %d", async_event_name(ev.event_type), ev.element.port_num);
+            break;
+        default:
+            std::snprintf(text, sizeof text, "%s", async_event_name(ev.event_type));
+        }
+        ibv_ack_async_event(&ev); // every event taken must be acknowledged, or destroying its object blocks
+        trace("async event: %s", text);
+        events += (events.empty() ? "" : ", ") + std::string(text);
+    }
+    return events;
+}
+//! [async_events]
+
+Error with_async_events(const Error &e, ibv_context *ctx)
+{
+    const std::string events = take_async_events(ctx);
+    if (events.empty())
+        return e;
+    return Error(std::string(e.what()) + " (the device reported: " + events + ")", e.hint());
 }
 
 } // namespace rdma_samples

@@ -1,12 +1,12 @@
-/** @file cm.cpp @brief RDMA CM: addresses, bounded event waits with explained failures, connect/accept. */
-#include <rdma_samples/check.hpp>
-#include <rdma_samples/cm.hpp>
+/** @file cm.cpp @brief RDMA CM: listen, connect, accept, disconnect; the QP attributes the CM negotiates. */
+#include "cm_internal.hpp"
+
+#include <rdma_samples/cm_address.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/rc_qp.hpp>
 
 #include <arpa/inet.h>
 #include <fcntl.h>
-#include <netdb.h>
 #include <poll.h>
 
 #include <cstring>
@@ -17,8 +17,6 @@
 namespace rdma_samples {
 
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 /** A librdmacm call that failed, with a hint that fits the CM and the errno (the verbs table knows none). */
 void check_cm(int rc, const std::string &call, const std::function<std::string(int)> &hint)
@@ -32,6 +30,28 @@ void check_cm(int rc, const std::string &call, const std::function<std::string(i
     throw Error(call + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")", hint(err));
 }
 
+/** Whether the device has reported IBV_EVENT_COMM_EST on @p qp (a packet arrived before the CM's RTU).
+ *  Looks without waiting; any other event taken here is acknowledged and traced. */
+bool took_comm_est(ibv_context *ctx, const ibv_qp *qp)
+{
+    const int flags = fcntl(ctx->async_fd, F_GETFL);
+    if (flags == -1 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == -1)
+        return false;
+    bool found = false;
+    for (int n = 0; n < 16; ++n) {
+        pollfd pfd{ctx->async_fd, POLLIN, 0};
+        ibv_async_event ev{};
+        if (poll(&pfd, 1, 0) != 1 || ibv_get_async_event(ctx, &ev) != 0)
+            break;
+        if (ev.event_type == IBV_EVENT_COMM_EST && ev.element.qp == qp)
+            found = true;
+        else
+            trace("async event while accepting: %s", async_event_name(ev.event_type));
+        ibv_ack_async_event(&ev);
+    }
+    return found;
+}
+
 std::string loopback_hint()
 {
     return "RDMA CM cannot use 127.0.0.1 or ::1 on RoCE (the kernel resolves loopback addresses only on InfiniBand); "
@@ -39,161 +59,6 @@ std::string loopback_hint()
 }
 
 } // namespace
-
-SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t port)
-{
-    SockAddr a;
-    auto *in4 = reinterpret_cast<sockaddr_in *>(&a.storage);
-    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&a.storage);
-    const bool nul = text.find('\0') != std::string::npos; // the C parsers below would stop at it
-    if (type == AddrType::ipv4) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons(port);
-        if (nul || inet_pton(AF_INET, text.c_str(), &in4->sin_addr) != 1)
-            throw Error("-sa " + quote(text) + " is not an IPv4 address", "give a dotted quad such as 10.77.0.1, or say "
-                                                                       "what it is with -sat ipv6 or -sat gid");
-        return a;
-    }
-    if (type == AddrType::ipv6) {
-        addrinfo hints{};
-        hints.ai_family = AF_INET6;
-        hints.ai_flags = AI_NUMERICHOST; // an address, never a name lookup
-        addrinfo *res = nullptr;
-        if (nul || getaddrinfo(text.c_str(), nullptr, &hints, &res) != 0 || res == nullptr)
-            throw Error("-sa " + quote(text) + " is not an IPv6 address",
-                        "give an address such as fd00::1 (link-local ones need the interface: fe80::1%eth0)");
-        std::memcpy(in6, res->ai_addr, sizeof *in6);
-        freeaddrinfo(res);
-        in6->sin6_port = htons(port);
-        return a;
-    }
-    // A GID. On RoCE (v1 and v2) every GID is built from an IP address of the interface: the
-    // IPv4-mapped ::ffff:a.b.c.d stands for a.b.c.d, any other for the IPv6 address it spells.
-    ibv_gid gid{};
-    if (!gid_from_string(text, gid))
-        throw Error("-sa " + quote(text) + " is not a GID", "give a GID as ibv_devinfo -v prints it, e.g. ::ffff:10.77.0.1");
-    static const std::uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
-    if (std::memcmp(gid.raw, v4_prefix, sizeof v4_prefix) == 0) {
-        in4->sin_family = AF_INET;
-        in4->sin_port = htons(port);
-        std::memcpy(&in4->sin_addr, gid.raw + 12, 4);
-        return a;
-    }
-    if (gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80)
-        throw Error("-sa " + quote(text) + " is a link-local GID (fe80::/10): it names an address on one link only",
-                    "RDMA CM needs to know which link: use -sat ipv6 -sa " + text + "%IFACE, or the peer's "
-                    "IPv4-mapped GID (::ffff:a.b.c.d) with -sat gid. AF_IB (InfiniBand GID addressing) is not "
-                    "supported by RoCE devices");
-    in6->sin6_family = AF_INET6;
-    in6->sin6_port = htons(port);
-    std::memcpy(&in6->sin6_addr, gid.raw, 16);
-    return a;
-}
-
-std::string addr_to_string(const sockaddr *sa)
-{
-    char text[INET6_ADDRSTRLEN] = "?";
-    if (sa->sa_family == AF_INET) {
-        const auto *in4 = reinterpret_cast<const sockaddr_in *>(sa);
-        inet_ntop(AF_INET, &in4->sin_addr, text, sizeof text);
-        return std::string(text) + " port " + std::to_string(ntohs(in4->sin_port));
-    }
-    if (sa->sa_family == AF_INET6) {
-        const auto *in6 = reinterpret_cast<const sockaddr_in6 *>(sa);
-        // An IPv4 client reaching a dual-stack listener shows up as ::ffff:a.b.c.d; print a.b.c.d.
-        if (IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
-            inet_ntop(AF_INET, in6->sin6_addr.s6_addr + 12, text, sizeof text);
-        else
-            inet_ntop(AF_INET6, &in6->sin6_addr, text, sizeof text);
-        return std::string(text) + " port " + std::to_string(ntohs(in6->sin6_port));
-    }
-    return "(address family " + std::to_string(sa->sa_family) + ")";
-}
-
-std::string cm_event_name(rdma_cm_event_type type)
-{
-    std::string s = rdma_event_str(type);
-    return s.rfind("RDMA_CM_EVENT_", 0) == 0 ? s : "RDMA_CM_EVENT_" + s;
-}
-
-EventChannelPtr create_event_channel()
-{
-    EventChannelPtr ch(check(rdma_create_event_channel(), "rdma_create_event_channel"));
-    // Non-blocking, so that every wait below can poll() the fd with a timeout (-t) instead of blocking
-    // in rdma_get_cm_event() forever when the peer never answers.
-    const int flags = fcntl(ch->fd, F_GETFL);
-    check_rc(fcntl(ch->fd, F_SETFL, flags | O_NONBLOCK) == -1 ? -1 : 0, "fcntl(O_NONBLOCK) on the CM event channel");
-    return ch;
-}
-
-CmEventPtr next_cm_event(rdma_event_channel *ch, Clock::time_point deadline)
-{
-    for (;;) {
-        rdma_cm_event *ev = nullptr;
-        if (rdma_get_cm_event(ch, &ev) == 0) {
-            trace("rdma_get_cm_event = %s, status %d", cm_event_name(ev->event).c_str(), ev->status);
-            return CmEventPtr(ev);
-        }
-        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
-            fail_errno("rdma_get_cm_event", errno);
-        const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-        if (left <= 0)
-            return nullptr;
-        pollfd pfd{ch->fd, POLLIN, 0};
-        if (poll(&pfd, 1, static_cast<int>(left)) < 0 && errno != EINTR)
-            fail_errno("poll(CM event channel)", errno);
-    }
-}
-
-Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std::string &peer)
-{
-    const std::string head = "waiting for " + what + ": got " + cm_event_name(ev.event) + " (status " +
-                             std::to_string(ev.status) + ")";
-    switch (ev.event) {
-    case RDMA_CM_EVENT_ADDR_ERROR:
-        return Error(head, "no local RDMA device reaches " + peer + ": check the address, that it is on a network "
-                           "an RDMA device is bound to (rdma link show), and -sat");
-    case RDMA_CM_EVENT_ROUTE_ERROR:
-        return Error(head, "no route to " + peer + " through the RDMA device; check `ip route get` for the address");
-    case RDMA_CM_EVENT_UNREACHABLE:
-        return Error(head, "the CM got no answer from " + peer + ": is the server running there, is the network up, "
-                           "and is the server's RDMA device bound to that address?");
-    case RDMA_CM_EVENT_REJECTED:
-        if (ev.status == 8) // IB_CM_REJ_INVALID_SERVICE_ID: no listener on that port
-            return Error(head + ": nobody listens on " + peer, "is the server running on " + peer + "? start it "
-                                                               "first (the side without -sa), with the same -lp");
-        return Error(head + ": the server refused the connection",
-                     "the server may have all the clients it expects (-nc) or may have stopped; check its output");
-    case RDMA_CM_EVENT_CONNECT_ERROR:
-        return Error(head, "the connection failed while being set up; check the peer's output");
-    case RDMA_CM_EVENT_DISCONNECTED:
-        return Error(head + ": the peer disconnected", "the peer stopped early; its output says why");
-    case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        return Error(head + ": the RDMA device went away", "check `rdma link show`");
-    default:
-        return Error(head, "an event this sample does not expect here; check the peer's output");
-    }
-}
-
-CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, int timeout_s, const std::string &what,
-                           const std::string &peer)
-{
-    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-    for (;;) {
-        CmEventPtr ev = next_cm_event(ch, deadline);
-        if (!ev)
-            throw Error("timed out after " + std::to_string(timeout_s) + " s waiting for " + what + " (" +
-                            cm_event_name(expected) + ")",
-                        "no answer from " + peer + ": is the peer running, with -cm and the same -lp? raise -t if "
-                        "it is just slow");
-        if (ev->event == expected && ev->status == 0)
-            return ev;
-        // Housekeeping events that say nothing about this connection.
-        if (ev->event == RDMA_CM_EVENT_TIMEWAIT_EXIT || ev->event == RDMA_CM_EVENT_ADDR_CHANGE)
-            continue;
-        throw cm_event_error(*ev, what, peer);
-    }
-}
 
 void check_cm_device(const rdma_cm_id *id, const Device &dev)
 {
@@ -286,7 +151,7 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int ini
     SockAddr dst = parse_server_addr(*args.server_addr, args.server_addr_type, args.listen_port);
     const std::string peer = addr_to_string(dst.get());
     const int timeout_ms = args.timeout_s * 1000;
-    const auto deadline = Clock::now() + std::chrono::seconds(args.timeout_s);
+    const Deadline deadline(args.timeout_s);
     // The last "nobody listens" answer. When -t runs out between two tries, that answer (not a bare
     // timeout) is what the user needs to read, whichever step the clock ran out in.
     std::optional<Error> refused;
@@ -307,9 +172,9 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int ini
                      return "check the address and -sat; it must be reachable through an RDMA device's interface";
                  });
         {
-            CmEventPtr ev = next_cm_event(c.channel.get(), std::min(deadline, Clock::now() + std::chrono::milliseconds(attempt_ms + 1000)));
+            CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(deadline.left_ms(), attempt_ms + 1000)));
             const bool no_answer = !ev || (ev->event == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT);
-            if (no_answer && Clock::now() < deadline) {
+            if (no_answer && !deadline.expired()) {
                 if (!told)
                     info("no answer from %s yet; trying again for up to %d s", peer.c_str(), args.timeout_s);
                 continue;
@@ -317,8 +182,8 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int ini
             if (!ev && refused)
                 throw *refused;
             if (!ev)
-                throw Error("timed out after " + std::to_string(args.timeout_s) + " s waiting for the address of " + peer,
-                            "no answer from " + peer + ": is the server's machine up and reachable (ping it)?");
+                throw timeout_error(args.timeout_s, "the address of " + peer,
+                                    "no answer from " + peer + ": is the server's machine up and reachable (ping it)?");
             if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
                 throw cm_event_error(*ev, "the address of " + peer, peer);
         }
@@ -335,22 +200,21 @@ CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int ini
         rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
         check_rc(rdma_connect(id, &param), "rdma_connect");
         CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
-        if (ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 8 && Clock::now() < deadline) {
+        if (ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 8 && !deadline.expired()) {
             // Nobody listens on that port (yet): a server started at the same time may still be setting
             // up. Like a TCP client that retries a refused connect(), try again until -t runs out.
             if (!told)
                 info("nobody listens on %s yet; trying again for up to %d s", peer.c_str(), args.timeout_s);
             refused = cm_event_error(*ev, "the server to accept", peer);
             ev.reset();
-            std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(200),
-                                                                  deadline - Clock::now()));
+            std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200, deadline.left_ms())));
             continue;
         }
         if (!ev && refused)
             throw *refused;
         if (!ev)
-            throw Error("timed out after " + std::to_string(args.timeout_s) + " s waiting for the server to accept",
-                        "is the server running on " + peer + "? raise -t if it is just slow");
+            throw timeout_error(args.timeout_s, "the server to accept",
+                                "is the server running on " + peer + "? raise -t if it is just slow");
         // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
         // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead.
         if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
@@ -396,8 +260,36 @@ CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int resp
     rdma_conn_param param = cm_conn_param(qp, rr, 0);
     check_rc(rdma_accept(req->id, &param), "rdma_accept");
     req.reset();
-    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ESTABLISHED, args.timeout_s, "the connection to be established",
-                    c.peer);
+    //! [established]
+    // The client's RTU (its last handshake message) makes the connection ESTABLISHED here. A lost RTU
+    // is repaired by the CM only seconds later (it resends the REP, the client answers with another
+    // RTU), and meanwhile the client, already at RTS, may be sending: the first packet to reach our QP
+    // raises IBV_EVENT_COMM_EST on the device, and rdma_notify() tells the CM the connection is up
+    // (rdma_notify(3)). A client that finished and disconnected before either arrived is gone, but
+    // what it sent is in our CQ: the sample's own poll finds it.
+    const Deadline deadline(args.timeout_s);
+    for (;;) {
+        CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(50, deadline.left_ms())));
+        if (ev && ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->status == 0)
+            break;
+        if (ev && ev->event == RDMA_CM_EVENT_DISCONNECTED) {
+            info("RDMA CM: %s disconnected before its RTU arrived (lost on the way?); it already did its part",
+                 c.peer.c_str());
+            c.disconnected = true;
+            return c;
+        }
+        if (ev && ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT && ev->event != RDMA_CM_EVENT_ADDR_CHANGE)
+            throw cm_event_error(*ev, "the connection to be established", c.peer);
+        if (took_comm_est(dev.ctx.get(), qp)) {
+            info("RDMA CM: data arrived before the client's RTU (IBV_EVENT_COMM_EST): rdma_notify()");
+            check_rc(rdma_notify(c.id.get(), IBV_EVENT_COMM_EST), "rdma_notify(IBV_EVENT_COMM_EST)");
+        }
+        if (deadline.expired())
+            throw timeout_error(args.timeout_s, "the connection to be established (RDMA_CM_EVENT_ESTABLISHED)",
+                                "no answer from " + c.peer + ": is the peer running, with -cm and the same -lp? raise "
+                                "-t if it is just slow");
+    }
+    //! [established]
     info("RDMA CM: connection established from %s", c.peer.c_str());
     return c;
 }
@@ -413,97 +305,6 @@ void cm_disconnect(CmConnection &c, int timeout_s)
     // rdma_disconnect() moves only a QP of librdmacm's own (rdma_create_qp()) to ERR; ours we move.
     if (c.qp != nullptr)
         qp_to_error(c.qp);
-}
-
-DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descriptor_text)
-{
-    // Local write: the device writes the incoming message into this buffer. Nothing remote.
-    mr_.reset(check(ibv_reg_mr(pd, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr(descriptor receive)"));
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(buf_.data());
-    sge.length = static_cast<std::uint32_t>(buf_.size());
-    sge.lkey = mr_->lkey;
-    ibv_recv_wr wr{};
-    wr.wr_id = descriptor_wr_id;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr *bad = nullptr;
-    check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(descriptor, " + std::to_string(buf_.size()) + " bytes)");
-}
-
-std::string DescriptorReceive::wait(Completions &done, int timeout_s)
-{
-    const ibv_wc wc = done.wait(descriptor_wr_id, IBV_WC_RECV, timeout_s, "the peer's descriptor (a SEND right after connecting)");
-    return std::string(buf_.data(), wc.byte_len);
-}
-
-void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::string &text, int timeout_s)
-{
-    if (text.size() > max_descriptor_text)
-        throw Error("the descriptor is " + std::to_string(text.size()) + " bytes, more than the peer's receive holds",
-                    "a bug: descriptors are a few hundred bytes");
-    Buffer buf(text.size());
-    std::memcpy(buf.data(), text.data(), text.size());
-    // The source of a SEND is only read locally: no access flags at all.
-    MrPtr mr(check(ibv_reg_mr(pd, buf.data(), buf.size(), 0), "ibv_reg_mr(descriptor send)"));
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    sge.length = static_cast<std::uint32_t>(text.size());
-    sge.lkey = mr->lkey;
-    ibv_send_wr wr{};
-    wr.wr_id = descriptor_wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr *bad = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, descriptor)");
-    done.wait(descriptor_wr_id, IBV_WC_SEND, timeout_s, "the descriptor SEND");
-}
-
-int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id)
-{
-    for (std::size_t i = 0; i < clients.size(); ++i)
-        if (clients[i].id.get() == id)
-            return static_cast<int>(i);
-    return -1;
-}
-
-void reject_request(CmEventPtr request)
-{
-    rdma_cm_id *id = request->id;
-    check_rc(rdma_reject(id, nullptr, 0), "rdma_reject");
-    request.reset(); // acknowledge the event before destroying its id
-    rdma_destroy_id(id);
-}
-
-void disconnect_clients(rdma_event_channel *ch, std::vector<CmClient> &clients, int timeout_s)
-{
-    int waiting = 0;
-    for (auto &c : clients)
-        if (c.established && !c.disconnected) {
-            if (rdma_disconnect(c.id.get()) == 0)
-                ++waiting;
-            else
-                c.disconnected = true; // already gone
-        }
-    const auto deadline = Clock::now() + std::chrono::seconds(timeout_s);
-    while (waiting > 0) {
-        CmEventPtr ev = next_cm_event(ch, deadline);
-        if (!ev)
-            break; // the work is done; a peer that does not confirm its disconnect changes nothing
-        const int i = find_client(clients, ev->id);
-        if (ev->event == RDMA_CM_EVENT_DISCONNECTED && i >= 0 && !clients[i].disconnected) {
-            clients[i].disconnected = true;
-            --waiting;
-        } else if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            reject_request(std::move(ev));
-        }
-    }
-    // rdma_disconnect() leaves QPs of our own alone: stop each one (any receive still posted is flushed).
-    for (auto &c : clients)
-        if (c.qp != nullptr)
-            qp_to_error(c.qp);
 }
 
 } // namespace rdma_samples

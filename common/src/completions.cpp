@@ -4,8 +4,6 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/wait.hpp>
 
-#include <fcntl.h>
-#include <poll.h>
 
 #include <algorithm>
 #include <chrono>
@@ -20,7 +18,8 @@ namespace {
 
 /**
  * Fault injection for the tests, never set in normal use: RDMA_SAMPLES_TEST_REORDER_CQ=MS makes every
- * wait sleep MS milliseconds, then take all that the CQ holds and keep it newest first. That is the
+ * wait (the first take() of each wr_id) sleep MS milliseconds, then take all that the CQ holds and
+ * keep it newest first. That is the
  * order a NIC may give when an ACK is late: the peer's next message before our own SEND's completion.
  * (Soft-RoCE on one machine never delays an ACK, so the tests need this to see that order at all.)
  */
@@ -43,15 +42,6 @@ void reorder_for_test(Completions &done, int ms)
         trace("test: %zu completions kept newest first", all.size());
 }
 
-/** The error again, with the device's asynchronous events, if it reported any, in the message. */
-Error with_async_events(const Error &e, ibv_cq *cq)
-{
-    const std::string events = take_async_events(cq->context);
-    if (events.empty())
-        return e;
-    return Error(std::string(e.what()) + " (the device reported: " + events + ")", e.hint());
-}
-
 } // namespace
 
 std::optional<ibv_wc> Completions::take(std::uint64_t wr_id)
@@ -64,6 +54,34 @@ std::optional<ibv_wc> Completions::take(std::uint64_t wr_id)
     return wc;
 }
 
+bool Completions::take(std::uint64_t wr_id, ibv_wc &wc)
+{
+    if (const int ms = reorder_ms(); ms > 0 && reordered_for_ != wr_id) {
+        reordered_for_ = wr_id;
+        reorder_for_test(*this, ms);
+    }
+    const std::optional<ibv_wc> found = take(wr_id);
+    if (found)
+        wc = *found;
+    return found.has_value();
+}
+
+void Completions::check(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what) const
+{
+    try {
+        // Flushed: the QP had failed before this request ran. Its first failure holds the cause.
+        const auto cause = first_error();
+        if (cause && wc.status == IBV_WC_WR_FLUSH_ERR && cause->qp_num == wc.qp_num) {
+            char id[32];
+            std::snprintf(id, sizeof id, "0x%llx", static_cast<unsigned long long>(cause->wr_id));
+            check_wc(*cause, expected, what + " was flushed: an earlier request (wr_id " + id + ")");
+        }
+        check_wc(wc, expected, what);
+    } catch (const Error &e) {
+        throw with_async_events(e, cq_->context);
+    }
+}
+
 std::optional<ibv_wc> Completions::first_error() const
 {
     for (const ibv_wc &wc : kept_)
@@ -72,98 +90,17 @@ std::optional<ibv_wc> Completions::first_error() const
     return std::nullopt;
 }
 
-//! [wait_by_wr_id]
 ibv_wc Completions::wait(std::uint64_t wr_id, ibv_wc_opcode expected, int timeout_s, const std::string &what)
 {
-    if (const int ms = reorder_ms(); ms > 0)
-        reorder_for_test(*this, ms);
-    try {
-        std::optional<ibv_wc> wc = take(wr_id); // it may have come while we waited for another
-        Waiter waiter(timeout_s, what);
-        while (!wc) {
-            ibv_wc polled{};
-            if (check_poll(ibv_poll_cq(cq_, 1, &polled)) == 0)
-                waiter.pause();      // nothing yet: give the CPU away, give up after -t seconds
-            else
-                wc = sort(polled, wr_id); // ours, or another request's, kept for whoever waits for it
-        }
-        // Flushed: the QP had failed before this request ran. Its first failure holds the cause.
-        const auto cause = first_error();
-        if (cause && wc->status == IBV_WC_WR_FLUSH_ERR && cause->qp_num == wc->qp_num) {
-            char id[32];
-            std::snprintf(id, sizeof id, "0x%llx", static_cast<unsigned long long>(cause->wr_id));
-            check_wc(*cause, expected, what + " was flushed: an earlier request (wr_id " + id + ")");
-        }
-        check_wc(*wc, expected, what);
-        return *wc;
-    } catch (const Error &e) {
-        throw with_async_events(e, cq_);
-    }
+    ibv_wc wc{};
+    Waiter waiter(timeout_s, what, cq_->context);
+    while (!take(wr_id, wc))
+        if (check_poll(ibv_poll_cq(cq_, 1, &wc)) == 1)
+            keep(wc);
+        else
+            waiter.pause();
+    check(wc, expected, what);
+    return wc;
 }
-//! [wait_by_wr_id]
-
-const char *async_event_name(ibv_event_type type)
-{
-    switch (type) {
-    case IBV_EVENT_CQ_ERR: return "IBV_EVENT_CQ_ERR";
-    case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL";
-    case IBV_EVENT_QP_REQ_ERR: return "IBV_EVENT_QP_REQ_ERR";
-    case IBV_EVENT_QP_ACCESS_ERR: return "IBV_EVENT_QP_ACCESS_ERR";
-    case IBV_EVENT_COMM_EST: return "IBV_EVENT_COMM_EST";
-    case IBV_EVENT_SQ_DRAINED: return "IBV_EVENT_SQ_DRAINED";
-    case IBV_EVENT_PATH_MIG: return "IBV_EVENT_PATH_MIG";
-    case IBV_EVENT_PATH_MIG_ERR: return "IBV_EVENT_PATH_MIG_ERR";
-    case IBV_EVENT_DEVICE_FATAL: return "IBV_EVENT_DEVICE_FATAL";
-    case IBV_EVENT_PORT_ACTIVE: return "IBV_EVENT_PORT_ACTIVE";
-    case IBV_EVENT_PORT_ERR: return "IBV_EVENT_PORT_ERR";
-    case IBV_EVENT_LID_CHANGE: return "IBV_EVENT_LID_CHANGE";
-    case IBV_EVENT_PKEY_CHANGE: return "IBV_EVENT_PKEY_CHANGE";
-    case IBV_EVENT_SM_CHANGE: return "IBV_EVENT_SM_CHANGE";
-    case IBV_EVENT_SRQ_ERR: return "IBV_EVENT_SRQ_ERR";
-    case IBV_EVENT_SRQ_LIMIT_REACHED: return "IBV_EVENT_SRQ_LIMIT_REACHED";
-    case IBV_EVENT_QP_LAST_WQE_REACHED: return "IBV_EVENT_QP_LAST_WQE_REACHED";
-    case IBV_EVENT_CLIENT_REREGISTER: return "IBV_EVENT_CLIENT_REREGISTER";
-    case IBV_EVENT_GID_CHANGE: return "IBV_EVENT_GID_CHANGE";
-    case IBV_EVENT_WQ_FATAL: return "IBV_EVENT_WQ_FATAL";
-    }
-    return "IBV_EVENT_(unknown)";
-}
-
-//! [async_events]
-std::string take_async_events(ibv_context *ctx)
-{
-    // The async queue is a file descriptor: make it non-blocking and ask poll() whether anything is
-    // there, so that looking never waits.
-    const int flags = fcntl(ctx->async_fd, F_GETFL);
-    if (flags == -1 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == -1)
-        return {};
-    std::string events;
-    for (int n = 0; n < 16; ++n) { // a handful is enough to explain; never loop forever
-        pollfd pfd{ctx->async_fd, POLLIN, 0};
-        ibv_async_event ev{};
-        if (poll(&pfd, 1, 0) != 1 || ibv_get_async_event(ctx, &ev) != 0)
-            break;
-        char text[96];
-        switch (ev.event_type) {
-        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
-            std::snprintf(text, sizeof text, "%s on QP 0x%06x", async_event_name(ev.event_type), ev.element.qp->qp_num);
-            break;
-        case IBV_EVENT_PORT_ACTIVE: case IBV_EVENT_PORT_ERR: case IBV_EVENT_LID_CHANGE:
-        case IBV_EVENT_PKEY_CHANGE: case IBV_EVENT_SM_CHANGE: case IBV_EVENT_CLIENT_REREGISTER:
-        case IBV_EVENT_GID_CHANGE:
-            std::snprintf(text, sizeof text, "%s on port %d", async_event_name(ev.event_type), ev.element.port_num);
-            break;
-        default:
-            std::snprintf(text, sizeof text, "%s", async_event_name(ev.event_type));
-        }
-        ibv_ack_async_event(&ev); // every event taken must be acknowledged, or destroying its object blocks
-        trace("async event: %s", text);
-        events += (events.empty() ? "" : ", ") + std::string(text);
-    }
-    return events;
-}
-//! [async_events]
 
 } // namespace rdma_samples

@@ -4,20 +4,18 @@
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
-#include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <random>
 #include <sstream>
-#include <thread>
 #include <vector>
 
 namespace rdma_samples {
@@ -89,31 +87,10 @@ public:
         const std::string &v = text(key);
         const std::string expected = std::string("expected ") + (want_hex ? "a hex number 0x..." : "a decimal number") +
                                      " up to " + (want_hex ? hex(max, 0) : std::to_string(max)) + ", got " + quote(v);
-        std::string digits = v;
-        if (want_hex) {
-            if (v.size() < 3 || v[0] != '0' || v[1] != 'x')
-                fail(line(key), key + ": " + expected);
-            digits = v.substr(2);
-        }
-        if (digits.empty() || digits.size() > (want_hex ? 16u : 20u))
+        const std::optional<std::uint64_t> out = parse_unsigned(v, want_hex ? NumberBase::hex : NumberBase::decimal, max);
+        if (!out)
             fail(line(key), key + ": " + expected);
-        std::uint64_t out = 0;
-        for (char c : digits) {
-            unsigned d;
-            if (c >= '0' && c <= '9')
-                d = static_cast<unsigned>(c - '0');
-            else if (want_hex && c >= 'a' && c <= 'f')
-                d = static_cast<unsigned>(c - 'a' + 10);
-            else
-                fail(line(key), key + ": " + expected);
-            const std::uint64_t base = want_hex ? 16 : 10;
-            if (out > (UINT64_MAX - d) / base)
-                fail(line(key), key + ": " + expected);
-            out = out * base + d;
-        }
-        if (out > max)
-            fail(line(key), key + ": " + expected);
-        return out;
+        return *out;
     }
 
     [[noreturn]] void fail(int line, const std::string &msg) const
@@ -314,7 +291,7 @@ template <typename D, typename Parse> D wait_for(const WaitFor &w, Parse parse)
                   "start " + w.from + " (it writes this file), or copy the file here from its machine; check -re/-m");
     std::string reported_stale;
     std::string last_bad;
-    auto bad_since = std::chrono::steady_clock::now();
+    Deadline settle = Deadline::in_ms(500); // a malformed file must stay unchanged this long to count
     for (;;) {
         bool exists = false;
         const std::string text = read_descriptor_text(w.path, exists);
@@ -335,11 +312,10 @@ template <typename D, typename Parse> D wait_for(const WaitFor &w, Parse parse)
                 }
             } catch (const DescriptorError &) {
                 // A copy may still be in progress: accept a malformed file only once it stops changing.
-                const auto now = std::chrono::steady_clock::now();
                 if (text != last_bad) {
                     last_bad = text;
-                    bad_since = now;
-                } else if (now - bad_since >= std::chrono::milliseconds(500)) {
+                    settle.restart();
+                } else if (settle.expired()) {
                     throw;
                 }
             }

@@ -1,4 +1,4 @@
-/** @file wait.cpp @brief The `-t` clock: bounded waiting that gives the CPU away between polls. */
+/** @file wait.cpp @brief The `-t` clock: deadlines, and bounded waiting that gives the CPU away between polls. */
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/wait.hpp>
 
@@ -17,18 +17,51 @@ long long now_ns()
 }
 } // namespace
 
+Deadline::Deadline(int timeout_s)
+    : at_ns_(0), timeout_s_(timeout_s), span_ns_(static_cast<long long>(timeout_s) * 1'000'000'000LL)
+{
+    restart();
+}
+
+Deadline Deadline::in_ms(int ms)
+{
+    Deadline d(0);
+    d.span_ns_ = static_cast<long long>(ms) * 1'000'000LL;
+    d.restart();
+    return d;
+}
+
+bool Deadline::expired() const { return now_ns() >= at_ns_; }
+
+int Deadline::left_ms() const
+{
+    const long long left = (at_ns_ - now_ns()) / 1'000'000;
+    return left > 0 ? static_cast<int>(left) : 0;
+}
+
+void Deadline::restart() { at_ns_ = now_ns() + span_ns_; }
+
+Error timeout_error(int timeout_s, const std::string &what, const std::string &hint)
+{
+    return Error("timed out after " + std::to_string(timeout_s) + " s waiting for " + what,
+                 hint.empty() ? "the peer may be gone, stopped or not started; check its output, or raise -t" : hint);
+}
+
 Waiter::Waiter(int timeout_s, std::string what, std::string hint)
-    : deadline_ns_(now_ns() + static_cast<long long>(timeout_s) * 1'000'000'000LL), timeout_s_(timeout_s),
-      what_(std::move(what)), hint_(std::move(hint))
+    : deadline_(timeout_s), what_(std::move(what)), hint_(std::move(hint))
+{
+}
+
+Waiter::Waiter(int timeout_s, std::string what, ibv_context *device)
+    : deadline_(timeout_s), what_(std::move(what)), device_(device)
 {
 }
 
 void Waiter::pause()
 {
-    if (now_ns() >= deadline_ns_)
-        throw Error("timed out after " + std::to_string(timeout_s_) + " s waiting for " + what_,
-                    hint_.empty() ? "the peer may be gone, stopped or not started; check its output, or raise -t"
-                                  : hint_);
+    if (deadline_.expired())
+        throw device_ != nullptr ? with_async_events(timeout_error(deadline_.timeout_s(), what_, hint_), device_)
+                                 : timeout_error(deadline_.timeout_s(), what_, hint_);
     // A few polls back to back catch a completion that is about to arrive; after that, give the CPU
     // away: Soft-RoCE processes packets in the kernel on the same CPUs, and a peer may share our core.
     if (++polls_ < 64)

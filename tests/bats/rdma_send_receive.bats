@@ -20,6 +20,8 @@ receiver_paths() { echo -ld "$BATS_TEST_TMPDIR/receiver.desc" -re "$BATS_TEST_TM
     assert_equal "$peer_status" 0
     run echo "$peer_output"
     assert_line 'Got from sender: "Hi RDMA!"'
+    # The receiver got the last message: it keeps its QP while a lost ACK could make the sender resend.
+    assert_line "step 7: keep the QP a moment: if our ACK of the message was lost, the sender resends it"
     assert_line --index -1 "Sample finished successfully"
 }
 

@@ -28,6 +28,7 @@ receiver_paths() {
     run echo "$peer_output"
     assert_line --partial "completion: IBV_WC_RECV, byte_len 8, IBV_WC_WITH_IMM set"
     assert_line 'Got from sender: "Hi RDMA!" with immediate: 0xabcd'
+    assert_line "step 8: keep the QP a moment: if our ACK of the message was lost, the sender resends it"
     assert_line --index -1 "Sample finished successfully"
 }
 
@@ -80,7 +81,7 @@ receiver_paths() {
     assert_equal "$peer_status" 1
     run echo "$peer_output"
     assert_line --partial "IBV_WC_WITH_IMM not set"
-    assert_line "receiver: step 8 failed: the message arrived without an immediate (IBV_WC_WITH_IMM not set in wc_flags)"
+    assert_line "receiver: step 7 failed: the message arrived without an immediate (IBV_WC_WITH_IMM not set in wc_flags)"
     assert_line "hint: the sender posted a plain SEND; start rdma_send_immediate, not rdma_send"
     refute_line --partial "Got from sender"
     assert_line --index -1 "Sample finished with errors"
@@ -91,12 +92,12 @@ receiver_paths() {
     # (Soft-RoCE); sender REM_INV_REQ_ERR (spec) or REM_OP_ERR (Soft-RoCE).
     RUN_FLAGS="-1 --separate-stderr" run_pair "$RECEIVER" $(receiver_paths) -t 20 --recv-size 4 -- \
         "$SENDER" $(sender_paths) -t 20
-    assert_regex "$stderr" "sender: step 7 failed: the SEND with immediate completed with IBV_WC_REM_(INV_REQ|OP)_ERR"
+    assert_regex "$stderr" "sender: step 6 failed: the SEND with immediate completed with IBV_WC_REM_(INV_REQ|OP)_ERR"
     assert_regex "$stderr" "hint: the receive buffer the receiver posted is too small for our 8-byte message; it must post a receive at least that large \(its --recv-size\)"
     assert_line --index -1 "Sample finished with errors"
     assert_equal "$peer_status" 1
     run echo "$peer_output"
-    assert_line --regexp "^receiver: step 7 failed: the receive completed with IBV_WC_LOC_(LEN|QP_OP)_ERR"
+    assert_line --regexp "^receiver: step 6 failed: the receive completed with IBV_WC_LOC_(LEN|QP_OP)_ERR"
     assert_line "hint: the message was longer than the 4-byte receive buffer we posted (--recv-size); post a receive as large as the largest message (-s takes up to 256 bytes)"
     refute_line --partial "Got from sender"
     assert_line --index -1 "Sample finished with errors"
@@ -106,12 +107,13 @@ receiver_paths() {
     # An empty SEND with immediate still needs a receive: the immediate has to land in a completion.
     RUN_FLAGS="-1 --separate-stderr" run_pair "$RECEIVER" $(receiver_paths) -t 8 --no-prepost-receive -- \
         "$SENDER" $(sender_paths) -t 20 -s ""
-    assert_regex "$stderr" "sender: step 7 failed: the SEND with immediate completed with IBV_WC_RNR_RETRY_EXC_ERR"
+    assert_regex "$stderr" "sender: step 6 failed: the SEND with immediate completed with IBV_WC_RNR_RETRY_EXC_ERR"
     assert_regex "$stderr" "hint: the receiver had no receive posted \(Receiver Not Ready; we retried 6 times\). Failing to submit a receive task prior to the send task results in a fatal failure"
     assert_line --index -1 "Sample finished with errors"
     assert_equal "$peer_status" 1
     run echo "$peer_output"
-    assert_line "receiver: step 7 failed: timed out after 8 s waiting for the sender's message, with no receive posted (--no-prepost-receive)"
+    assert_line "step 4: (demonstration) post NO receive: the sender's SEND will find nothing to fill"
+    assert_line "receiver: step 6 failed: timed out after 8 s waiting for the sender's message, with no receive posted (--no-prepost-receive)"
     assert_line --regexp "^hint: nothing can arrive without a posted receive: .*Failing to submit a receive task prior to the send task results in a fatal failure"
     assert_line --index -1 "Sample finished with errors"
 }

@@ -18,6 +18,7 @@ setup() {
     assert_equal "$peer_status" 0
     run echo "$peer_output"
     assert_line 'Responder memory now holds: "Hi RDMA!" (8 bytes, immediate 0xabcd)'
+    assert_line "step 7: keep the QP a moment: if our ACK of the WRITE was lost, the requester resends it"
     assert_line --index -1 "Sample finished successfully"
 }
 

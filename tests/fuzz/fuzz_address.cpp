@@ -10,7 +10,7 @@
 #include "fuzz_common.hpp"
 
 #include <rdma_samples/check.hpp>
-#include <rdma_samples/cm.hpp>
+#include <rdma_samples/cm_address.hpp>
 #include <rdma_samples/device.hpp>
 
 #include <sys/socket.h>

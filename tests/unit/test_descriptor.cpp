@@ -357,3 +357,15 @@ TEST(Quote, EscapesAndCuts)
     EXPECT_EQ(quote("\xc3\xa9"), "\"\\xc3\\xa9\"");
     EXPECT_EQ(quote(std::string(100, 'x'), 4), "\"xxxx...\" (100 bytes)");
 }
+
+TEST(Descriptor, AMalformedFileIsAnErrorWithAHint)
+{
+    try {
+        parse_connection_descriptor("version=1\n", "peer.desc");
+        FAIL() << "no error";
+    } catch (const Error &e) { // DescriptorError is an Error: main() prints it and its hint like any other
+        EXPECT_NE(dynamic_cast<const DescriptorError *>(&e), nullptr);
+        EXPECT_NE(std::string(e.what()).find("peer.desc"), std::string::npos);
+        EXPECT_NE(e.hint().find("copy it again"), std::string::npos);
+    }
+}

@@ -1,6 +1,6 @@
 /** @file test_gid.cpp @brief The best-GID choice, GID text, access flags text. */
 #include <rdma_samples/check.hpp>
-#include <rdma_samples/cm.hpp>
+#include <rdma_samples/cm_address.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/memory.hpp>
 

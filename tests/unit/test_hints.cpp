@@ -1,11 +1,13 @@
 /** @file test_hints.cpp @brief The hint table and the errors built from it. */
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <gtest/gtest.h>
 
 #include <chrono>
 #include <string>
+#include <thread>
 
 using namespace rdma_samples;
 
@@ -89,4 +91,46 @@ TEST(Waiter, GivesUpAfterTheTimeout)
     const auto took = std::chrono::steady_clock::now() - t0;
     EXPECT_GE(took, std::chrono::seconds(1));
     EXPECT_LT(took, std::chrono::seconds(3));
+}
+
+TEST(Deadline, ExpiresAfterItsBoundAndRestarts)
+{
+    Deadline d = Deadline::in_ms(50);
+    EXPECT_FALSE(d.expired());
+    EXPECT_GT(d.left_ms(), 0);
+    EXPECT_LE(d.left_ms(), 50);
+    std::this_thread::sleep_for(std::chrono::milliseconds(60));
+    EXPECT_TRUE(d.expired());
+    EXPECT_EQ(d.left_ms(), 0);
+    d.restart();
+    EXPECT_FALSE(d.expired());
+    EXPECT_EQ(Deadline(7).timeout_s(), 7);
+}
+
+TEST(Deadline, TimeoutErrorSaysHowLongAndWhat)
+{
+    const Error e = timeout_error(5, "the peer's file");
+    EXPECT_STREQ(e.what(), "timed out after 5 s waiting for the peer's file");
+    EXPECT_FALSE(e.hint().empty());
+    EXPECT_EQ(timeout_error(5, "x", "do this").hint(), "do this");
+}
+
+TEST(Number, OneParserForFlagsAndDescriptors)
+{
+    EXPECT_EQ(parse_unsigned("42", NumberBase::decimal), 42u);
+    EXPECT_EQ(parse_unsigned("0x2a", NumberBase::hex), 42u);
+    EXPECT_EQ(parse_unsigned("0x2A", NumberBase::either), 42u);
+    EXPECT_EQ(parse_unsigned("0X2a", NumberBase::either), 42u);
+    EXPECT_EQ(parse_unsigned("18446744073709551615", NumberBase::decimal), UINT64_MAX);
+    EXPECT_EQ(parse_unsigned("0xffffffffffffffff", NumberBase::hex), UINT64_MAX);
+    // A descriptor's hex is "0x" and lowercase digits; its decimals are digits only.
+    EXPECT_FALSE(parse_unsigned("0x2A", NumberBase::hex));
+    EXPECT_FALSE(parse_unsigned("0X2a", NumberBase::hex));
+    EXPECT_FALSE(parse_unsigned("2a", NumberBase::hex));
+    EXPECT_FALSE(parse_unsigned("0x2a", NumberBase::decimal));
+    for (const char *bad : {"", "0x", "-1", "+1", " 1", "1 ", "1.0", "18446744073709551616", "0x10000000000000000"})
+        EXPECT_FALSE(parse_unsigned(bad, NumberBase::either)) << bad;
+    EXPECT_FALSE(parse_unsigned(std::string("1\0" "2", 3), NumberBase::decimal));
+    EXPECT_EQ(parse_unsigned("4096", NumberBase::decimal, 4096), 4096u);
+    EXPECT_FALSE(parse_unsigned("4097", NumberBase::decimal, 4096));
 }

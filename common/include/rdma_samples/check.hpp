@@ -15,6 +15,8 @@
 #include <infiniband/verbs.h>
 
 #include <cerrno>
+#include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -45,6 +47,25 @@ private:
  * @return e.g. "\"abc\"", "\"a\\x00b\"", "\"aaaa...\" (100000 bytes)"
  */
 std::string quote(const std::string &text, std::size_t max = 60);
+
+/** @brief How parse_unsigned() reads digits. */
+enum class NumberBase {
+    decimal,  ///< digits 0-9 only (a descriptor's psn, mtu...)
+    hex,      ///< "0x" then lowercase hex digits (a descriptor's addresses and keys)
+    either,   ///< decimal, or "0x"/"0X" then hex digits of either case (a flag's value)
+};
+
+/**
+ * @brief The one number parser: an unsigned integer of @p base, at most @p max, nothing else around it.
+ *
+ * Flags (parse_number()) and descriptor files both read their numbers here; each wraps a failure in
+ * its own message (which flag, which file and line).
+ * @param text the value as typed or read
+ * @param base which digits are accepted
+ * @param max  the largest value accepted
+ * @return the value, or nothing when @p text is not such a number (empty, a stray byte, too large)
+ */
+std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase base, std::uint64_t max = UINT64_MAX);
 
 /**
  * @brief The hint for a failed call, from the one table.
@@ -128,5 +149,33 @@ int check_poll(int n);
  * @param what     what the work request was, for the message, e.g. "RDMA WRITE"
  */
 void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what);
+
+/**
+ * @brief The asynchronous events the device has reported so far, taken without blocking.
+ *
+ * Errors that belong to no work request arrive on the device's async event queue, not on a CQ:
+ * IBV_EVENT_QP_FATAL (the QP broke), IBV_EVENT_CQ_ERR (the CQ overran: it was too small),
+ * IBV_EVENT_PORT_ERR (the link went down). They explain why "nothing ever completes". Each event is
+ * taken with ibv_get_async_event() and acknowledged with ibv_ack_async_event().
+ * @param ctx the device context
+ * @return e.g. "IBV_EVENT_QP_FATAL on QP 0x000012", several separated by ", ", or "" when none
+ */
+std::string take_async_events(ibv_context *ctx);
+
+/**
+ * @brief The enum name of an asynchronous event, e.g. "IBV_EVENT_QP_FATAL".
+ * @param type the event type
+ * @return its name
+ */
+const char *async_event_name(ibv_event_type type);
+
+/**
+ * @brief @p e again, with the device's asynchronous events (take_async_events()), if it reported any,
+ * added to the message: "... (the device reported: IBV_EVENT_QP_FATAL on QP 0x000011)".
+ * @param e   the error
+ * @param ctx the device context
+ * @return the error to throw
+ */
+Error with_async_events(const Error &e, ibv_context *ctx);
 
 } // namespace rdma_samples

@@ -14,7 +14,8 @@
  * CQ per work queue; the samples keep one CQ, the common case in real programs.)
  *
  * The sorting is pure (keep(), take(), no device), and tests/unit/test_completions.cpp feeds it
- * completions in both orders. wait() is the poll loop around it.
+ * completions in both orders. Each sample writes its poll loop out around take() and keep(); wait()
+ * is the same loop for the common library's own work requests (the in-band descriptor).
  */
 #pragma once
 
@@ -31,7 +32,10 @@ namespace rdma_samples {
 /// The samples number their own work requests from 1.
 /// @{
 inline constexpr std::uint64_t goodbye_wr_id = 0x600d;    ///< the zero-length goodbye SEND and its receive
-inline constexpr std::uint64_t descriptor_wr_id = 0xde5c; ///< -cm: the resource descriptor's SEND and receive
+inline constexpr std::uint64_t descriptor_wr_id = 0xde5c; ///< -cm: the SEND of our resource descriptor
+/// -cm: the receive of the peer's resource descriptor. Not the SEND's wr_id: a side that sends a
+/// descriptor and receives one (rdma_bench) must not take the peer's for its own SEND's completion.
+inline constexpr std::uint64_t descriptor_recv_wr_id = 0xde5d;
 inline constexpr std::uint64_t drain_wr_id = 0xd4a1;      ///< the marker that shows a queue is drained
 /// @}
 
@@ -84,6 +88,31 @@ public:
     std::optional<ibv_wc> take(std::uint64_t wr_id);
 
     /**
+     * @brief The samples' poll loop asks this first: has the completion of @p wr_id been polled yet?
+     *
+     *     while (!done.take(1, wc))
+     *         if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
+     *             done.keep(wc);
+     *         else
+     *             waiter.pause();
+     * @param wr_id the work request waited for
+     * @param wc    set to its completion when it has been polled
+     * @return true when it has (and it is no longer kept)
+     */
+    bool take(std::uint64_t wr_id, ibv_wc &wc);
+
+    /**
+     * @brief Check a completion the poll loop found: its status must be IBV_WC_SUCCESS and its opcode
+     * @p expected (check_wc()). A flushed one (IBV_WC_WR_FLUSH_ERR: its QP had failed before it ran)
+     * is reported through the first failed completion of the same QP polled so far, which holds the
+     * cause; the device's asynchronous events, if any, are named too.
+     * @param wc       the completion
+     * @param expected the opcode it must have
+     * @param what     what the work request was, for messages, e.g. "the RDMA READ"
+     */
+    void check(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what) const;
+
+    /**
      * @brief The first kept completion that failed with a status other than a flush: the cause of the
      * flushes that follow it.
      * @return the completion, or nothing
@@ -101,25 +130,8 @@ public:
 private:
     ibv_cq *cq_;
     std::deque<ibv_wc> kept_;
+    std::optional<std::uint64_t> reordered_for_; // the test hook's last wr_id (see completions.cpp)
 };
 
-/**
- * @brief The asynchronous events the device has reported so far, taken without blocking.
- *
- * Errors that belong to no work request arrive on the device's async event queue, not on a CQ:
- * IBV_EVENT_QP_FATAL (the QP broke), IBV_EVENT_CQ_ERR (the CQ overran: it was too small),
- * IBV_EVENT_PORT_ERR (the link went down). They explain why "nothing ever completes". Each event is
- * taken with ibv_get_async_event() and acknowledged with ibv_ack_async_event().
- * @param ctx the device context
- * @return e.g. "IBV_EVENT_QP_FATAL on QP 0x000012", several separated by ", ", or "" when none
- */
-std::string take_async_events(ibv_context *ctx);
-
-/**
- * @brief The enum name of an asynchronous event, e.g. "IBV_EVENT_QP_FATAL".
- * @param type the event type
- * @return its name
- */
-const char *async_event_name(ibv_event_type type);
 
 } // namespace rdma_samples

@@ -25,6 +25,8 @@
  */
 #pragma once
 
+#include <rdma_samples/check.hpp>
+
 #include <infiniband/verbs.h>
 
 #include <cstdint>
@@ -59,10 +61,18 @@ struct ResourceDescriptor {
     int access = 0;                          ///< IBV_ACCESS_* flags the region grants
 };
 
-/** @brief A descriptor that cannot be read or is malformed. The message names file and line. */
-class DescriptorError : public std::runtime_error {
+/**
+ * @brief A descriptor that cannot be read or is malformed: an Error whose message names the file and
+ * line, and whose hint says where a good descriptor comes from.
+ */
+class DescriptorError : public Error {
 public:
-    using std::runtime_error::runtime_error;
+    /** @param what the file, the line and what is wrong with it */
+    explicit DescriptorError(const std::string &what)
+        : Error(what, "the descriptor file is not one this program wrote: check the path (-re, -m), or copy it "
+                      "again from the peer, unchanged")
+    {
+    }
 };
 
 /** @brief The most bytes a descriptor file may have; a real one has a few hundred. */

@@ -7,16 +7,11 @@
  */
 #pragma once
 
-#include <rdma_samples/args.hpp>
-#include <rdma_samples/cm.hpp>
-#include <rdma_samples/completions.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/verbs.hpp>
-#include <rdma_samples/wait.hpp>
 
 #include <cstdint>
-#include <optional>
 
 namespace rdma_samples {
 
@@ -40,6 +35,21 @@ inline constexpr int rc_rnr_retry = 6;
  * Soft-RoCE honours it: `./lab trace write --kill-responder` shows the seven sends 67 ms apart.
  */
 inline constexpr int rc_timeout = 14;
+/**
+ * @brief How long a sender may keep resending one request: (rc_retry_cnt + 1) sends, one ACK timeout
+ * (4.096 us * 2^rc_timeout) apart, rounded up: 7 * 67 ms = 470 ms, so 500 ms.
+ *
+ * The side that RECEIVES the last message of a connection must keep its QP this long before
+ * destroying it, like TCP's TIME_WAIT: if its ACK of that message is lost, the sender resends, and only
+ * a QP that still exists can acknowledge again. Destroy it at once and the sender, which did deliver
+ * its message, still fails with IBV_WC_RETRY_EXC_ERR. (A NIC that rounds the ACK timeout up to a
+ * minimum of its own makes the window longer.) With RDMA CM the disconnect handshake does this: the
+ * sender answers the DREQ only after its last completion.
+ */
+inline constexpr int rc_retransmit_window_ms = 500;
+static_assert((rc_retry_cnt + 1) * 4096LL * (1LL << rc_timeout) / 1'000'000 <= rc_retransmit_window_ms,
+              "the window must cover every resend");
+
 /** @brief RNR NAK timer (IBV_QP_MIN_RNR_TIMER) we ask a sender to wait before it retries a SEND that
  *  found no receive: code 12 = 0.64 ms (IBTA table of RNR timer codes; code 0 means 655 ms). */
 inline constexpr int rc_min_rnr_timer = 12;
@@ -141,85 +151,5 @@ std::uint32_t random_psn();
  * @return the descriptor to publish
  */
 ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint32_t psn, std::uint64_t nonce);
-
-/**
- * @brief Post a zero-length SEND on @p qp and wait for its completion: the requester's goodbye.
- *
- * On an RC QP the responder executes requests in the order they were posted, so when it receives
- * this message every earlier RDMA WRITE of ours is complete in its memory. (READs and atomics were
- * already complete here when their completions came back: the samples wait for each one first.)
- * @param qp        the connected QP
- * @param done      its CQ's completions (wr_id goodbye_wr_id)
- * @param timeout_s bound for the completion
- */
-void send_goodbye(ibv_qp *qp, Completions &done, int timeout_s);
-
-/**
- * @brief Post a receive with no buffer, ready for the peer's zero-length goodbye SEND; its completion
- * has wr_id goodbye_wr_id.
- * @param qp the QP, at least in INIT
- */
-void post_goodbye_receive(ibv_qp *qp);
-
-} // namespace rdma_samples
-
-namespace rdma_samples {
-
-/**
- * @brief How the requester and responder found each other: by descriptor files or, with `-cm`, by
- * RDMA CM.
- */
-struct Exchange {
-    ConnectionDescriptor local;  ///< what we published (descriptor files; empty with -cm)
-    ConnectionDescriptor remote; ///< what the peer published (descriptor files; empty with -cm)
-    ResourceDescriptor resource; ///< requester: what the responder exports, when connect_requester() was asked for it
-    CmConnection cm;             ///< -cm: the connection, to close with cm_disconnect() at the end
-};
-
-/**
- * @brief The requester's half of the exchange, as rdma_write/requester.cpp writes it out.
- *
- * Descriptor files: publish our connection descriptor (-ld), wait for the responder's answer (-re,
- * naming our nonce), move @p qp INIT -> RTR -> RTS, then read the resource descriptor (-m), which the
- * responder wrote first.
- *
- * `-cm`: move @p qp to INIT, post a receive for the resource descriptor, connect to `-sa` (the CM moves
- * the QP to RTR and RTS), then take the descriptor the responder SENDs right after accepting.
- *
- * Either way, when this returns the responder's QP is ready to receive.
- * @param args          -ld, -re, -m, -t; -cm, -sa, -sat, -lp
- * @param dev           our device
- * @param pd            our protection domain (-cm: for the descriptor's receive buffer)
- * @param qp            our QP, in RESET
- * @param done          its CQ's completions (-cm: where the descriptor arrives)
- * @param peer          who answers, for messages, e.g. "the responder (rdma_read_responder)"
- * @param max_rd_atomic READs/atomics we may have in flight at the responder (0 if none)
- * @param resource      the kind of descriptor the responder exports, or none (send/receive)
- * @return the exchange; its resource is filled in when @p resource was given
- */
-Exchange connect_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
-                           const std::string &peer, int max_rd_atomic = 0,
-                           std::optional<ResourceKind> resource = std::nullopt);
-
-/**
- * @brief The responder's half, as rdma_write/responder.cpp does it.
- *
- * Descriptor files: wait for the requester's descriptor (-re), move @p qp to RTR and RTS, then publish
- * @p resource (if any, to -m) and our connection descriptor (-ld), both answering the requester's nonce.
- *
- * `-cm`: listen on `-lp`, accept the requester (the CM moves @p qp to RTR and RTS), then SEND
- * @p resource (if any) over the new connection.
- * @param args               -ld, -re, -m, -t; -cm, -lp
- * @param dev                our device
- * @param pd                 our protection domain (-cm: for the descriptor's send buffer)
- * @param qp                 our QP, in INIT, with every receive it needs already posted
- * @param done               its CQ's completions (-cm: where the descriptor's SEND completes)
- * @param peer               who publishes first, for messages, e.g. "the requester (rdma_read_requester)"
- * @param max_dest_rd_atomic READs/atomics the requester may have in flight at us (0 if none)
- * @param resource           the memory we export, or nullptr; its nonces are filled in here
- * @return the exchange
- */
-Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
-                          const std::string &peer, int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
 
 } // namespace rdma_samples

@@ -1,0 +1,138 @@
+/**
+ * @file exchange.hpp
+ * @brief The connection step every pair after chapter 2 takes: find the peer, bring the QP to RTS,
+ * and hand over what the responder exports, by descriptor files or (with `-cm`) by RDMA CM.
+ *
+ * rdma_write/requester.cpp and responder.cpp write both flows out in full; every later lesson moves
+ * its QP to INIT itself (qp_to_init(), with the remote access its lesson grants) and then calls
+ * connect_to_responder() or accept_requester(), the same way in every pair.
+ */
+#pragma once
+
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/cm.hpp>
+#include <rdma_samples/completions.hpp>
+#include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/verbs.hpp>
+
+#include <optional>
+#include <string>
+
+namespace rdma_samples {
+
+/** @brief Largest in-band descriptor, in bytes. */
+inline constexpr std::size_t max_descriptor_text = 1024;
+
+/**
+ * @brief A receive for the peer's descriptor text (an mmap or sync-event descriptor), sent in-band.
+ *
+ * With `-cm` there are no files: right after the connection, the responder SENDs the same text
+ * format_descriptor() writes to a file. The requester posts this receive BEFORE connecting, so the
+ * SEND always finds it (no RNR).
+ */
+class DescriptorReceive {
+public:
+    /**
+     * @brief Register a buffer (local write: the device writes the message into it) and post it.
+     * @param pd our protection domain
+     * @param qp our QP, in INIT or later
+     */
+    DescriptorReceive(ibv_pd *pd, ibv_qp *qp);
+    /**
+     * @brief Wait (bounded) for the receive's completion (wr_id descriptor_recv_wr_id).
+     * @param done      the QP's CQ's completions
+     * @param timeout_s the bound
+     * @return the text received
+     */
+    std::string wait(Completions &done, int timeout_s);
+
+private:
+    Buffer buf_;
+    MrPtr mr_;
+};
+
+/**
+ * @brief SEND @p text (a descriptor) on the connected @p qp and wait for its completion.
+ * The peer may answer (its goodbye SEND, say) before this SEND's ACK comes back: its message then
+ * completes first, and @p done keeps it for the wait that wants it.
+ * @param pd,qp      our protection domain and QP
+ * @param done       the QP's CQ's completions (wr_id descriptor_wr_id)
+ * @param text       what format_descriptor() returned
+ * @param timeout_s  bound for the completion
+ */
+void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::string &text, int timeout_s);
+
+/**
+ * @brief How the requester and responder found each other: by descriptor files or, with `-cm`, by
+ * RDMA CM.
+ */
+struct Exchange {
+    ResourceDescriptor resource; ///< requester: what the responder exports, when connect_to_responder() was asked for it
+    CmConnection cm;             ///< -cm: the connection, to close with cm_disconnect() at the end
+};
+
+/**
+ * @brief The requester's half of the exchange, as rdma_write/requester.cpp writes it out.
+ *
+ * Descriptor files: publish our connection descriptor (-ld), wait for the responder's answer (-re,
+ * naming our nonce), move @p qp RTR -> RTS, then read the resource descriptor (-m), which the
+ * responder wrote first.
+ *
+ * `-cm`: post a receive for the resource descriptor (a second, local-write-only memory region of
+ * max_descriptor_text bytes, wr_id descriptor_recv_wr_id), connect to `-sa` (the CM moves the QP to RTR and
+ * RTS), then take the descriptor the responder SENDs right after accepting.
+ *
+ * Either way, when this returns the responder's QP is ready to receive.
+ * @param args          -ld, -re, -m, -t; -cm, -sa, -sat, -lp
+ * @param dev           our device
+ * @param pd            our protection domain (-cm: for the descriptor's receive buffer)
+ * @param qp            our QP, in INIT (qp_to_init(), in the sample)
+ * @param done          its CQ's completions (-cm: where the descriptor arrives)
+ * @param peer          who answers, for messages, e.g. "the responder (rdma_read_responder)"
+ * @param max_rd_atomic READs/atomics we may have in flight at the responder (0 if none)
+ * @param resource      the kind of descriptor the responder exports, or none (send/receive)
+ * @return the exchange; its resource is filled in when @p resource was given
+ */
+Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+                           const std::string &peer, int max_rd_atomic = 0,
+                           std::optional<ResourceKind> resource = std::nullopt);
+
+/**
+ * @brief The responder's half, as rdma_write/responder.cpp does it.
+ *
+ * Descriptor files: wait for the requester's descriptor (-re), move @p qp to RTR and RTS, then publish
+ * @p resource (if any, to -m) and our connection descriptor (-ld), both answering the requester's nonce.
+ *
+ * `-cm`: listen on `-lp`, accept the requester (the CM moves @p qp to RTR and RTS), then SEND
+ * @p resource (if any) over the new connection, from a buffer registered for that SEND alone, and wait
+ * for its completion (wr_id descriptor_wr_id).
+ * @param args               -ld, -re, -m, -t; -cm, -lp
+ * @param dev                our device
+ * @param pd                 our protection domain (-cm: for the descriptor's send buffer)
+ * @param qp                 our QP, in INIT (qp_to_init(), in the sample), with every receive it needs
+ *                           already posted
+ * @param done               its CQ's completions (-cm: where the descriptor's SEND completes)
+ * @param peer               who publishes first, for messages, e.g. "the requester (rdma_read_requester)"
+ * @param max_dest_rd_atomic READs/atomics the requester may have in flight at us (0 if none)
+ * @param resource           the memory we export, or nullptr; its nonces are filled in here
+ * @return the exchange
+ */
+Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+                          const std::string &peer, int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
+
+/**
+ * @brief The responder's end of the connection, once the requester's last message has arrived.
+ *
+ * Our ACK of that message may have been lost; the requester then resends it for up to
+ * rc_retransmit_window_ms, and only a QP that still exists can acknowledge it again (TCP calls this
+ * TIME_WAIT). `-cm`: cm_disconnect(): the requester answers our DREQ only after its last completion,
+ * so the QP stays up as long as it is needed. Descriptor files: keep the QP for
+ * rc_retransmit_window_ms.
+ * @param x         the exchange
+ * @param timeout_s the bound of the disconnect (-t)
+ */
+void close_as_responder(Exchange &x, int timeout_s);
+
+} // namespace rdma_samples

@@ -1,0 +1,138 @@
+/** @file exchange.cpp @brief The connection step: descriptor files or RDMA CM, and the in-band descriptor. */
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/exchange.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+namespace rdma_samples {
+
+DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descriptor_text)
+{
+    // Local write: the device writes the incoming message into this buffer. Nothing remote.
+    mr_.reset(check(ibv_reg_mr(pd, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr(descriptor receive)"));
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(buf_.data());
+    sge.length = static_cast<std::uint32_t>(buf_.size());
+    sge.lkey = mr_->lkey;
+    ibv_recv_wr wr{};
+    wr.wr_id = descriptor_recv_wr_id;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr *bad = nullptr;
+    check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(descriptor, " + std::to_string(buf_.size()) + " bytes)");
+}
+
+std::string DescriptorReceive::wait(Completions &done, int timeout_s)
+{
+    const ibv_wc wc = done.wait(descriptor_recv_wr_id, IBV_WC_RECV, timeout_s, "the peer's descriptor (a SEND right after connecting)");
+    return std::string(buf_.data(), wc.byte_len);
+}
+
+void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::string &text, int timeout_s)
+{
+    if (text.size() > max_descriptor_text)
+        throw Error("the descriptor is " + std::to_string(text.size()) + " bytes, more than the peer's receive holds",
+                    "a bug: descriptors are a few hundred bytes");
+    Buffer buf(text.size());
+    std::memcpy(buf.data(), text.data(), text.size());
+    // The source of a SEND is only read locally: no access flags at all.
+    MrPtr mr(check(ibv_reg_mr(pd, buf.data(), buf.size(), 0), "ibv_reg_mr(descriptor send)"));
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    sge.length = static_cast<std::uint32_t>(text.size());
+    sge.lkey = mr->lkey;
+    ibv_send_wr wr{};
+    wr.wr_id = descriptor_wr_id;
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad = nullptr;
+    check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, descriptor)");
+    done.wait(descriptor_wr_id, IBV_WC_SEND, timeout_s, "the descriptor SEND");
+}
+
+Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+                           const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
+{
+    Exchange x;
+    if (args.use_cm) {
+        // The responder SENDs its descriptor the moment it accepts: our receive must already be there.
+        std::optional<DescriptorReceive> text;
+        if (resource)
+            text.emplace(pd, qp);
+        x.cm = cm_connect(args, dev, qp, max_rd_atomic);
+        if (text) {
+            x.resource = parse_resource_descriptor(text->wait(done, args.timeout_s), peer + "'s SEND", *resource);
+            info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
+        }
+        return x;
+    }
+    const std::uint32_t psn = random_psn();
+    const ConnectionDescriptor local = describe_qp(qp, dev, psn, new_nonce());
+    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
+         gid_to_string(local.gid).c_str());
+    const ConnectionDescriptor remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
+    info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+    qp_to_rtr(qp, dev, remote);
+    qp_to_rts(qp, psn, max_rd_atomic);
+    if (resource)
+        x.resource = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce},
+                                                  *resource);
+    return x;
+}
+
+Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+                          const std::string &peer, int max_dest_rd_atomic, ResourceDescriptor *resource)
+{
+    Exchange x;
+    if (args.use_cm) {
+        x.cm = cm_accept(args, dev, qp, max_dest_rd_atomic);
+        if (resource) {
+            resource->nonce = new_nonce();
+            // The requester posted its receive for this before it connected: the SEND finds it.
+            send_descriptor(pd, qp, done, format_descriptor(*resource), args.timeout_s);
+            info("sent our %s descriptor in-band: addr 0x%llx, length %u, rkey 0x%x, access %s",
+                 resource_kind_name(resource->kind), static_cast<unsigned long long>(resource->addr), resource->length,
+                 resource->rkey, access_to_string(resource->access).c_str());
+        }
+        return x;
+    }
+    const ConnectionDescriptor remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, {}});
+    info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
+    const std::uint32_t psn = random_psn();
+    qp_to_rtr(qp, dev, remote, max_dest_rd_atomic);
+    qp_to_rts(qp, psn);
+    // Answer only now that the QP accepts packets: nothing the requester posts can find it unready.
+    ConnectionDescriptor local = describe_qp(qp, dev, psn, new_nonce());
+    local.peer_nonce = remote.nonce;
+    if (resource) {
+        resource->nonce = local.nonce;
+        resource->peer_nonce = remote.nonce;
+        write_descriptor_file(args.resource_descriptor_path, format_descriptor(*resource));
+        info("wrote %s: addr 0x%llx, length %u, rkey 0x%x, access %s", args.resource_descriptor_path.c_str(),
+             static_cast<unsigned long long>(resource->addr), resource->length, resource->rkey,
+             access_to_string(resource->access).c_str());
+    }
+    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
+         gid_to_string(local.gid).c_str());
+    return x;
+}
+
+void close_as_responder(Exchange &x, int timeout_s)
+{
+    if (x.cm.id) {
+        cm_disconnect(x.cm, timeout_s);
+        return;
+    }
+    info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", rc_retransmit_window_ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
+}
+
+} // namespace rdma_samples

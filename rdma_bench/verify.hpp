@@ -1,0 +1,69 @@
+/**
+ * @file verify.hpp
+ * @brief --verify: after the run, each side checks that what moved is what was meant to move, and says
+ * so in one line ("Verified: ..."). Off when measuring: it reads every byte.
+ */
+#pragma once
+
+#include "loop.hpp"
+#include "options.hpp"
+#include "stats.hpp"
+
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/log.hpp>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace rdma_bench {
+
+/**
+ * @brief The requester's check: a READ brought the responder's pattern, a ping-pong brought ours back,
+ * and the last fetch-and-add returned the count of the adds before it.
+ * @param o       the knobs
+ * @param landing where the responder's data landed
+ */
+inline void verify_requester(const Options &o, const char *landing)
+{
+    const std::uint32_t last_size = o.sizes().back();
+    const bool echo = o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm || o.op == Op::send);
+    std::uint64_t fetched = 0;
+    std::memcpy(&fetched, landing, sizeof fetched);
+    if (o.op == Op::atomic && fetched != o.per_size() - 1)
+        throw rdma_samples::Error("the last fetch-and-add returned " + std::to_string(fetched) + ", expected " +
+                                      std::to_string(o.per_size() - 1),
+                                  "another requester may share the responder's counter");
+    const std::uint32_t n = o.op == Op::read ? last_size : echo ? last_size - 1 : 0;
+    for (std::uint32_t i = 0; i < n; ++i)
+        if (landing[i] != pattern(i))
+            throw rdma_samples::Error("byte " + std::to_string(i) + " of what came back differs from what was sent",
+                                      "the data was damaged or overwritten in flight");
+    rdma_samples::result("Verified: %s", o.op == Op::atomic ? "the counter went up by one per fetch-and-add"
+                                         : n > 0           ? "the bytes that came back are the ones expected"
+                                                           : "the responder checks what arrived");
+}
+
+/**
+ * @brief The responder's check: the requester's bytes (WRITE, SEND, WRITE with immediate), the counter
+ * (one per fetch-and-add), and every message with the right immediate value.
+ * @param l        the serving loop's state (messages received, immediates)
+ * @param expected how many messages the requester sends (0 for one-sided operations)
+ */
+inline void verify_responder(const Loop &l, std::uint64_t expected)
+{
+    const Options &o = l.o;
+    std::uint64_t counter = 0;
+    std::memcpy(&counter, l.landing, sizeof counter);
+    const std::uint32_t n = o.op == Op::atomic || o.op == Op::read ? 0 : o.sizes().back() - 1; // (the last: a ping's tag)
+    bool ok = o.op != Op::atomic || counter == o.per_size();
+    for (std::uint32_t i = 0; ok && i < n; ++i)
+        ok = l.landing[i] == pattern(i);
+    if (!ok || l.bad_imm || l.received != expected)
+        throw rdma_samples::Error("the data in our memory is not what the requester sent (" + std::to_string(l.received) +
+                                      " messages of " + std::to_string(expected) + ", counter " + std::to_string(counter) + ")",
+                                  "both sides must run with the same --op, --mode, --size/--all, --iters and --warmup");
+    rdma_samples::result("Verified: %s", o.op == Op::atomic ? "the counter holds one per fetch-and-add" : "every byte is as sent");
+}
+
+} // namespace rdma_bench
