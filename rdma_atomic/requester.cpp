@@ -201,7 +201,7 @@ int main(int argc, char **argv)
                      .rdma_cm = true};
     spec.extra.push_back({"op", "OP", "fetch-add, compare-swap or both", "both", [&](const std::string &v) {
                               if (v != "fetch-add" && v != "compare-swap" && v != "both")
-                                  throw UsageError("--op: expected fetch-add, compare-swap or both, got \"" + v + "\"");
+                                  throw UsageError("--op: expected fetch-add, compare-swap or both, got " + quote(v));
                               opt.fetch_add = v != "compare-swap";
                               opt.compare_swap = v != "fetch-add";
                           }});

@@ -56,13 +56,13 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec)
         else if (v == "send") o.op = Op::send;
         else if (v == "write_imm") o.op = Op::write_imm;
         else if (v == "atomic") o.op = Op::atomic;
-        else throw rdma_samples::UsageError("--op: expected write, read, send, write_imm or atomic, got \"" + v + "\"");
+        else throw rdma_samples::UsageError("--op: expected write, read, send, write_imm or atomic, got " + rdma_samples::quote(v));
     });
     add("mode", "MODE", "bw (bandwidth and message rate, like ib_*_bw) or lat (latency, like ib_*_lat)", "bw",
         [&o](const std::string &v) {
             if (v == "bw") o.mode = Mode::bw;
             else if (v == "lat") o.mode = Mode::lat;
-            else throw rdma_samples::UsageError("--mode: expected bw or lat, got \"" + v + "\"");
+            else throw rdma_samples::UsageError("--mode: expected bw or lat, got " + rdma_samples::quote(v));
         });
     add("size", "BYTES", "message size (atomics: always 8)", "65536 for bw, 2 for lat",
         [&o, f = number("--size", UINT32_MAX)](const std::string &v) { o.size = static_cast<std::uint32_t>(f(v)); });
