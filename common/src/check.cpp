@@ -2,13 +2,13 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
 
-#include <poll.h>
-
 #include <fcntl.h>
+#include <poll.h>
 
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <string_view>
 
 namespace rdma_samples {
@@ -250,19 +250,27 @@ const char *async_event_name(ibv_event_type type)
 }
 
 //! [async_events]
-std::string take_async_events(ibv_context *ctx)
+void for_each_async_event(ibv_context *ctx, const std::function<void(const ibv_async_event &)> &fn)
 {
     // The async queue is a file descriptor: make it non-blocking and ask poll() whether anything is
     // there, so that looking never waits.
     const int flags = fcntl(ctx->async_fd, F_GETFL);
     if (flags == -1 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == -1)
-        return {};
-    std::string events;
+        return;
     for (int n = 0; n < 16; ++n) { // a handful is enough to explain; never loop forever
         pollfd pfd{ctx->async_fd, POLLIN, 0};
         ibv_async_event ev{};
         if (poll(&pfd, 1, 0) != 1 || ibv_get_async_event(ctx, &ev) != 0)
             break;
+        fn(ev);
+        ibv_ack_async_event(&ev); // every event taken must be acknowledged, or destroying its object blocks
+    }
+}
+
+std::string take_async_events(ibv_context *ctx)
+{
+    std::string events;
+    for_each_async_event(ctx, [&](const ibv_async_event &ev) {
         char text[96];
         switch (ev.event_type) {
         case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
@@ -278,10 +286,9 @@ std::string take_async_events(ibv_context *ctx)
         default:
             std::snprintf(text, sizeof text, "%s", async_event_name(ev.event_type));
         }
-        ibv_ack_async_event(&ev); // every event taken must be acknowledged, or destroying its object blocks
         trace("async event: %s", text);
         events += (events.empty() ? "" : ", ") + std::string(text);
-    }
+    });
     return events;
 }
 //! [async_events]

@@ -6,8 +6,6 @@
 #include <rdma_samples/rc_qp.hpp>
 
 #include <arpa/inet.h>
-#include <fcntl.h>
-#include <poll.h>
 
 #include <cstring>
 #include <functional>
@@ -34,21 +32,13 @@ void check_cm(int rc, const std::string &call, const std::function<std::string(i
  *  Looks without waiting; any other event taken here is acknowledged and traced. */
 bool took_comm_est(ibv_context *ctx, const ibv_qp *qp)
 {
-    const int flags = fcntl(ctx->async_fd, F_GETFL);
-    if (flags == -1 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == -1)
-        return false;
     bool found = false;
-    for (int n = 0; n < 16; ++n) {
-        pollfd pfd{ctx->async_fd, POLLIN, 0};
-        ibv_async_event ev{};
-        if (poll(&pfd, 1, 0) != 1 || ibv_get_async_event(ctx, &ev) != 0)
-            break;
+    for_each_async_event(ctx, [&](const ibv_async_event &ev) {
         if (ev.event_type == IBV_EVENT_COMM_EST && ev.element.qp == qp)
             found = true;
         else
             trace("async event while accepting: %s", async_event_name(ev.event_type));
-        ibv_ack_async_event(&ev);
-    }
+    });
     return found;
 }
 

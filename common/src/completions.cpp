@@ -4,7 +4,6 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/wait.hpp>
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,8 +18,7 @@ namespace {
 /**
  * Fault injection for the tests, never set in normal use: RDMA_SAMPLES_TEST_REORDER_CQ=MS makes every
  * wait (the first take() of each wr_id) sleep MS milliseconds, then take all that the CQ holds and
- * keep it newest first. That is the
- * order a NIC may give when an ACK is late: the peer's next message before our own SEND's completion.
+ * keep it newest first. That is the order a NIC may give when an ACK is late: the peer's next message before our own SEND's completion.
  * (Soft-RoCE on one machine never delays an ACK, so the tests need this to see that order at all.)
  */
 int reorder_ms()

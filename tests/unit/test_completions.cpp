@@ -21,14 +21,15 @@ ibv_wc completion(std::uint64_t wr_id, ibv_wc_opcode opcode, ibv_wc_status statu
     return wc;
 }
 
-/** Completions::wait() without a device: take() what was kept, then sort() each polled completion. */
+/** The samples' poll loop without a device: take() what was kept, else keep() the next polled completion. */
 std::optional<ibv_wc> sort_until(Completions &done, std::uint64_t wr_id, std::vector<ibv_wc> &cq)
 {
     std::optional<ibv_wc> wc = done.take(wr_id);
     while (!wc && !cq.empty()) {
         const ibv_wc polled = cq.front(); // "ibv_poll_cq"
         cq.erase(cq.begin());
-        wc = done.sort(polled, wr_id);
+        done.keep(polled);
+        wc = done.take(wr_id);
     }
     return wc;
 }

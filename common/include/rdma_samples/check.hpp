@@ -16,6 +16,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -149,6 +150,14 @@ int check_poll(int n);
  * @param what     what the work request was, for the message, e.g. "RDMA WRITE"
  */
 void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what);
+
+/**
+ * @brief Take, without waiting, each asynchronous event the device has reported so far (at most 16):
+ * hand it to @p fn, then acknowledge it (ibv_ack_async_event()).
+ * @param ctx the device context
+ * @param fn  called once per event, before it is acknowledged
+ */
+void for_each_async_event(ibv_context *ctx, const std::function<void(const ibv_async_event &)> &fn);
 
 /**
  * @brief The asynchronous events the device has reported so far, taken without blocking.

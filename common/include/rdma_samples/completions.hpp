@@ -61,20 +61,6 @@ public:
     ibv_wc wait(std::uint64_t wr_id, ibv_wc_opcode expected, int timeout_s, const std::string &what);
 
     /**
-     * @brief Sort one polled completion: the one for @p wr_id is handed back, any other is kept.
-     * @param polled a completion just taken from the CQ
-     * @param wr_id  the work request being waited for
-     * @return @p polled if it is the one, else nothing (and it is kept)
-     */
-    std::optional<ibv_wc> sort(const ibv_wc &polled, std::uint64_t wr_id)
-    {
-        if (polled.wr_id == wr_id)
-            return polled;
-        keep(polled);
-        return std::nullopt;
-    }
-
-    /**
      * @brief Keep a completion that nobody waits for yet.
      * @param wc a completion just polled
      */
