@@ -97,7 +97,7 @@ static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, ibv_
 static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device, check it supports atomics, allocate a protection domain");
-    Device dev = open_device(args);
+    Device dev = open_device(args.device, args.gid_index);
     require_atomics(dev); // ours issues them; the responder's device, which executes them, checks its own
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());

@@ -38,7 +38,7 @@ static int no_atomic_access(int access)
 static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device, check it executes atomics, allocate a protection domain");
-    Device dev = open_device(args);
+    Device dev = open_device(args.device, args.gid_index);
     //! [atomic_cap]
     // The atomics run HERE: our device does the read-modify-write on our memory, so its atomic_cap is
     // the one that counts. IBV_ATOMIC_HCA (ConnectX, Soft-RoCE) makes them atomic only against other

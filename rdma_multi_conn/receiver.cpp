@@ -40,18 +40,18 @@ static void print_message(const ibv_wc &wc, const Buffer &buf)
 }
 
 /** Take every completion the CQ holds: print each message, note each failure. wr_id is the connection. */
-static void take_completions(ibv_cq *cq, const Buffer &buf, CmServer &server)
+static void take_completions(ibv_cq *cq, const Buffer &buf, CmClients &clients)
 {
     ibv_wc wc{};
     while (check_poll(ibv_poll_cq(cq, 1, &wc)) > 0) {
         const int conn = static_cast<int>(wc.wr_id);
-        if (server.mark_established(conn)) // its message overtook the ESTABLISHED event: the connection is up
-            result("connection %d established from %s", conn, server.client(conn).addr.c_str());
+        if (clients.mark_established(conn)) // its message overtook the ESTABLISHED event: the connection is up
+            result("connection %d established from %s", conn, clients.client(conn).addr.c_str());
         if (wc.status == IBV_WC_SUCCESS) {
             print_message(wc, buf);
-            server.mark_done(conn);
+            clients.mark_done(conn);
         } else {
-            server.mark_lost(conn, std::string("its receive completed with ") + wc_status_name(wc.status));
+            clients.mark_lost(conn, std::string("its receive completed with ") + wc_status_name(wc.status));
         }
     }
 }
@@ -59,31 +59,62 @@ static void take_completions(ibv_cq *cq, const Buffer &buf, CmServer &server)
 /** The CM server: accept up to n senders, print each message as it arrives, survive the ones that fail. */
 static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf)
 {
-    CmServer server(args, dev, qps); // client i gets qps[i]
+    CmConnection listener = cm_listen(args.listen_port, static_cast<int>(qps.size()));
+    CmClients clients(qps); // client i gets qps[i]
     info("listening on port %u for %zu senders; waiting up to %d s for each event", args.listen_port, qps.size(),
          args.timeout_s);
     Deadline idle(args.timeout_s); // -t bounds the wait for each next event, not the whole service
     //! [server_loop]
-    while (!server.all_finished() && !idle.expired()) {
+    while (!clients.all_finished() && !idle.expired()) {
         // 1. Messages: one CQ for all QPs; wr_id names the connection.
-        take_completions(cq, buf, server);
+        take_completions(cq, buf, clients);
         // 2. CM events, waiting briefly so that messages are printed as they arrive.
-        const CmServerEvent ev = server.next(20);
-        if (ev.kind == CmServerEvent::Kind::nothing)
+        if (!cm_event_ready(listener.channel.get(), 20))
             continue;
-        idle.restart(); // progress: -t again
-        if (ev.kind == CmServerEvent::Kind::established) {
-            result("connection %d established from %s", ev.conn, server.client(ev.conn).addr.c_str());
-        } else if (ev.kind == CmServerEvent::Kind::gone) {
-            take_completions(cq, buf, server); // its message may be in the CQ already
-            server.mark_lost(ev.conn, "the sender went away (" + ev.event + ") before its message arrived");
+        rdma_cm_event *event = nullptr;
+        check_rc(rdma_get_cm_event(listener.channel.get(), &event), "rdma_get_cm_event");
+        CmEventPtr ev(event); // rdma_ack_cm_event() when it goes: every event must be acknowledged
+        idle.restart();       // progress: -t again
+        const int conn = clients.find(ev->id);
+        switch (ev->event) {
+        case RDMA_CM_EVENT_CONNECT_REQUEST: { // a sender's REQ, with a new cm_id for its connection
+            const int next = clients.admit(ev->id);
+            if (next < 0) { // more senders than -nc: refuse (the sender sees REJECTED)
+                check_rc(rdma_reject(ev->id, nullptr, 0), "rdma_reject");
+                rdma_cm_id *id = ev->id;
+                ev.reset(); // acknowledge the event before destroying its id
+                rdma_destroy_id(id);
+                break;
+            }
+            check_cm_device(ev->id, dev);
+            cm_ready_qp(ev->id, qps[static_cast<std::size_t>(next)].get()); // RTR, RTS: its receive is posted
+            rdma_conn_param param = cm_conn_param(qps[static_cast<std::size_t>(next)].get());
+            check_rc(rdma_accept(ev->id, &param), "rdma_accept"); // our REP
+            break;
+        }
+        case RDMA_CM_EVENT_ESTABLISHED: // the sender's RTU: the connection is up
+            if (conn >= 0 && clients.mark_established(conn))
+                result("connection %d established from %s", conn, clients.client(conn).addr.c_str());
+            break;
+        case RDMA_CM_EVENT_DISCONNECTED: // the sender's DREQ, or the CM gave up on it
+        case RDMA_CM_EVENT_CONNECT_ERROR:
+        case RDMA_CM_EVENT_UNREACHABLE:
+        case RDMA_CM_EVENT_REJECTED:
+            if (conn < 0)
+                break;
+            take_completions(cq, buf, clients); // its message may be in the CQ already
+            clients.mark_lost(conn, "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived");
+            clients.mark_disconnected(conn); // answered (DREP) now that its connection is finished
+            break;
+        default: // TIMEWAIT_EXIT and the like: nothing to do
+            break;
         }
     }
     //! [server_loop]
-    take_completions(cq, buf, server);
-    server.finish("sender", "messages arrived",
-                  "start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc",
-                  "a sender stopped early; its output says why");
+    take_completions(cq, buf, clients);
+    clients.finish(listener, args.timeout_s, "sender", "messages arrived",
+                   "start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc",
+                   "a sender stopped early; its output says why");
 }
 
 static void run(const Args &args)
@@ -92,7 +123,7 @@ static void run(const Args &args)
     const int n = cm_client ? 1 : args.num_connections;
 
     step(1, "open an RDMA device and allocate a protection domain");
-    Device dev = open_device(args);
+    Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
@@ -162,7 +193,7 @@ static void run(const Args &args)
         std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
     } else if (cm_client) {
         step(5, "connect to the sending server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
-        CmConnection cm = cm_connect(args, dev, qps[0].get());
+        CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
         step(6, "wait for the server's message");
         ibv_wc wc{};
         Waiter waiter(args.timeout_s, "the server's message", dev.ctx.get());

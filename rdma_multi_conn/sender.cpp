@@ -46,17 +46,17 @@ static void post_message(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::s
 }
 
 /** Take every completion the CQ holds; wr_id is the connection. */
-static void take_completions(ibv_cq *cq, const Args &args, CmServer &server)
+static void take_completions(ibv_cq *cq, const Args &args, CmClients &clients)
 {
     ibv_wc wc{};
     while (check_poll(ibv_poll_cq(cq, 1, &wc)) > 0) {
         const int conn = static_cast<int>(wc.wr_id);
         if (wc.status == IBV_WC_SUCCESS) {
             result("Sender has sent: \"%s\", connection %d", args.message.c_str(), conn);
-            server.mark_done(conn);
+            clients.mark_done(conn);
         } else {
-            server.mark_lost(conn, std::string("its SEND completed with ") + wc_status_name(wc.status) + ": " +
-                                       hint_for_wc_status(wc.status));
+            clients.mark_lost(conn, std::string("its SEND completed with ") + wc_status_name(wc.status) + ": " +
+                                        hint_for_wc_status(wc.status));
         }
     }
 }
@@ -65,28 +65,64 @@ static void take_completions(ibv_cq *cq, const Args &args, CmServer &server)
 static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf,
                   const ibv_mr *mr)
 {
-    CmServer server(args, dev, qps); // client i gets qps[i]
+    CmConnection listener = cm_listen(args.listen_port, static_cast<int>(qps.size()));
+    CmClients clients(qps); // client i gets qps[i]
     info("listening on port %u for %zu receivers; waiting up to %d s for each event", args.listen_port, qps.size(),
          args.timeout_s);
     Deadline idle(args.timeout_s); // -t bounds the wait for each next event, not the whole service
-    while (!server.all_finished() && !idle.expired()) {
-        take_completions(cq, args, server);
-        const CmServerEvent ev = server.next(20);
-        if (ev.kind == CmServerEvent::Kind::nothing)
+    while (!clients.all_finished() && !idle.expired()) {
+        take_completions(cq, args, clients);
+        if (!cm_event_ready(listener.channel.get(), 20))
             continue;
-        idle.restart(); // progress: -t again
-        if (ev.kind == CmServerEvent::Kind::established) {
-            result("connection %d established from %s", ev.conn, server.client(ev.conn).addr.c_str());
+        rdma_cm_event *event = nullptr;
+        check_rc(rdma_get_cm_event(listener.channel.get(), &event), "rdma_get_cm_event");
+        CmEventPtr ev(event); // rdma_ack_cm_event() when it goes: every event must be acknowledged
+        idle.restart();       // progress: -t again
+        const int conn = clients.find(ev->id);
+        switch (ev->event) {
+        case RDMA_CM_EVENT_CONNECT_REQUEST: { // a receiver's REQ, with a new cm_id for its connection
+            const int next = clients.admit(ev->id);
+            if (next < 0) { // more receivers than -nc: refuse (the receiver sees REJECTED)
+                check_rc(rdma_reject(ev->id, nullptr, 0), "rdma_reject");
+                rdma_cm_id *id = ev->id;
+                ev.reset(); // acknowledge the event before destroying its id
+                rdma_destroy_id(id);
+                break;
+            }
+            check_cm_device(ev->id, dev);
+            cm_ready_qp(ev->id, qps[static_cast<std::size_t>(next)].get()); // RTR, RTS
+            rdma_conn_param param = cm_conn_param(qps[static_cast<std::size_t>(next)].get());
+            check_rc(rdma_accept(ev->id, &param), "rdma_accept"); // our REP
+            break;
+        }
+        case RDMA_CM_EVENT_ESTABLISHED: // the receiver's RTU: the connection is up
+            if (conn < 0 || !clients.mark_established(conn))
+                break;
+            result("connection %d established from %s", conn, clients.client(conn).addr.c_str());
             // The client posted its receive before connecting: we may SEND at once.
-            post_message(qps[static_cast<std::size_t>(ev.conn)].get(), buf, mr, args.message.size(), ev.conn);
-        } else if (ev.kind == CmServerEvent::Kind::gone && !server.client(ev.conn).established) {
-            server.mark_lost(ev.conn, "the receiver went away (" + ev.event + ") before the connection was up");
-        } // a receiver that goes once connected: our SEND's completion says how it ended (success or an error)
+            post_message(qps[static_cast<std::size_t>(conn)].get(), buf, mr, args.message.size(), conn);
+            break;
+        case RDMA_CM_EVENT_DISCONNECTED: // the receiver's DREQ, or the CM gave up on it
+        case RDMA_CM_EVENT_CONNECT_ERROR:
+        case RDMA_CM_EVENT_UNREACHABLE:
+        case RDMA_CM_EVENT_REJECTED:
+            if (conn < 0)
+                break;
+            if (!clients.client(conn).established)
+                clients.mark_lost(conn, "the receiver went away (" + cm_event_name(ev->event) +
+                                            ") before the connection was up");
+            // Once connected, our SEND's completion says how it ended (success or an error); the
+            // DREQ is answered (DREP) only then, so that our QP stays to resend a SEND whose ACK was lost.
+            clients.mark_disconnected(conn);
+            break;
+        default: // TIMEWAIT_EXIT and the like: nothing to do
+            break;
+        }
     }
-    take_completions(cq, args, server);
-    server.finish("receiver", "messages sent",
-                  "start the missing receivers (rdma_multi_conn_receive -cm -sa ADDR) within -t, or lower -nc",
-                  "a receiver stopped early; its output says why");
+    take_completions(cq, args, clients);
+    clients.finish(listener, args.timeout_s, "receiver", "messages sent",
+                   "start the missing receivers (rdma_multi_conn_receive -cm -sa ADDR) within -t, or lower -nc",
+                   "a receiver stopped early; its output says why");
 }
 
 static void run(const Args &args)
@@ -95,7 +131,7 @@ static void run(const Args &args)
     const int n = cm_client ? 1 : args.num_connections;
 
     step(1, "open an RDMA device and allocate a protection domain");
-    Device dev = open_device(args);
+    Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
@@ -150,7 +186,7 @@ static void run(const Args &args)
             }
     } else if (cm_client) {
         step(4, "connect to the receiving server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
-        CmConnection cm = cm_connect(args, dev, qps[0].get());
+        CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
         step(5, "post a SEND of \"%s\"; the server posted its receive before accepting", args.message.c_str());
         post_message(qps[0].get(), buf, mr.get(), args.message.size(), 0);
         ibv_wc wc{};

@@ -18,13 +18,45 @@
 #include <rdma_samples/wait.hpp>
 
 #include <cstring>
+#include <vector>
 
 using namespace rdma_samples;
 
 static void run(const Args &args)
 {
     step(1, "open an RDMA device and allocate a protection domain");
-    Device dev = open_device(args);
+    //! [open_device]
+    // Every verbs program starts here: list the RDMA devices the kernel knows (rxe0, mlx5_0, ...).
+    int num_devices = 0;
+    DeviceListPtr devices(ibv_get_device_list(&num_devices));
+    require_devices(devices.get(), num_devices); // none: say how to create a Soft-RoCE one
+    Device dev; // what open_device() returns to every later lesson
+    for (int i = 0; i < num_devices && !dev.ctx; ++i) {
+        dev.name = ibv_get_device_name(devices.get()[i]);
+        if (!args.device.empty() && dev.name != args.device)
+            continue; // -d names another one
+        dev.ctx.reset(check(ibv_open_device(devices.get()[i]), "ibv_open_device(" + dev.name + ")"));
+        // The port: its state (ACTIVE once its network interface is up), its MTU, its link layer
+        // (Ethernet for RoCE, InfiniBand) and the size of its GID table.
+        check_rc(ibv_query_port(dev.ctx.get(), dev.port, &dev.port_attr), "ibv_query_port(" + dev.name + ", port 1)");
+        if (!port_is_usable(dev, !args.device.empty()))
+            dev.ctx.reset(); // not ACTIVE: without -d, try the next device
+    }
+    if (!dev.ctx)
+        fail_no_usable_device(devices.get(), num_devices, args.device);
+    // The device's limits: max_qp_wr, max_cqe, max_mr_size, max_qp_rd_atom, atomic_cap, ...
+    check_rc(ibv_query_device(dev.ctx.get(), &dev.device_attr), "ibv_query_device");
+    // Our address: the port's GID table holds one GID per IP address of its interface and RoCE
+    // version (an empty entry fails the query). -g picks one; else the best: RoCE v2 and IPv4 first.
+    std::vector<GidEntry> gids;
+    for (int i = 0; i < dev.port_attr.gid_tbl_len; ++i) {
+        ibv_gid_entry entry{};
+        if (ibv_query_gid_ex(dev.ctx.get(), dev.port, static_cast<std::uint32_t>(i), &entry, 0) == 0)
+            gids.push_back(to_gid_entry(i, entry));
+    }
+    dev.gid_index = pick_gid_index(gids, args.gid_index, dev);
+    check_rc(ibv_query_gid(dev.ctx.get(), dev.port, dev.gid_index, &dev.gid), "ibv_query_gid");
+    //! [open_device]
     //! [alloc_pd]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     //! [alloc_pd]
@@ -76,7 +108,7 @@ static void run(const Args &args)
         // RDMA CM carries QPN, PSN and GID in its own handshake (cm.hpp). The responder SENDs its mmap
         // descriptor the moment it accepts, so our receive for it is posted first (a QP in INIT takes it).
         DescriptorReceive mmap_text(pd.get(), qp.get());
-        cm = cm_connect(args, dev, qp.get()); // resolve, connect, then RTR/RTS with the CM's attributes
+        cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp.get()); // resolve, connect, then RTR/RTS with the CM's attributes
         //! [cm_connect]
         step(5, "receive the responder's mmap descriptor, which it SENDs right after accepting");
         mmap = parse_resource_descriptor(mmap_text.wait(done, args.timeout_s), "the responder's SEND", ResourceKind::mmap);

@@ -28,7 +28,7 @@ using namespace rdma_samples;
 static void run(const Args &args)
 {
     step(1, "open an RDMA device and allocate a protection domain");
-    Device dev = open_device(args);
+    Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
 
@@ -80,7 +80,7 @@ static void run(const Args &args)
         //! [cm_accept]
         // We are the server: listen, take the requester's connection request, apply the RTR/RTS attributes
         // the CM negotiated (see cm.hpp), accept. Our goodbye receive is already posted.
-        cm = cm_accept(args, dev, qp.get());
+        cm = cm_accept(args.listen_port, args.timeout_s, dev, qp.get());
         //! [cm_accept]
         step(6, "export the buffer: SEND our mmap descriptor over the new connection");
         // The requester posted its receive for this before connecting, so the SEND finds it.

@@ -104,7 +104,7 @@ void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources, int initia
     trace_qp_timers(qp);
 }
 
-CmConnection cm_listen(const Args &args, int backlog)
+CmConnection cm_listen(std::uint16_t port, int backlog)
 {
     CmConnection c;
     c.channel = create_event_channel();
@@ -117,124 +117,137 @@ CmConnection cm_listen(const Args &args, int backlog)
     auto *in6 = reinterpret_cast<sockaddr_in6 *>(&any.storage);
     in6->sin6_family = AF_INET6;
     in6->sin6_addr = in6addr_any;
-    in6->sin6_port = htons(args.listen_port);
+    in6->sin6_port = htons(port);
     int afonly = 0;
     check_rc(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly, sizeof afonly),
              "rdma_set_option(AFONLY=0)");
-    check_cm(rdma_bind_addr(id, any.get()), "rdma_bind_addr(port " + std::to_string(args.listen_port) + ")",
+    check_cm(rdma_bind_addr(id, any.get()), "rdma_bind_addr(port " + std::to_string(port) + ")",
              [&](int err) -> std::string {
                  if (err == EADDRINUSE || err == EADDRNOTAVAIL)
-                     return "another program (an earlier server?) listens on port " + std::to_string(args.listen_port) +
+                     return "another program (an earlier server?) listens on port " + std::to_string(port) +
                             "; stop it or pick another -lp on both sides";
                  return "check that an RDMA device is up (rdma link show) and that the port is free";
              });
     check_rc(rdma_listen(id, backlog), "rdma_listen");
-    c.peer = "port " + std::to_string(args.listen_port);
+    c.peer = "port " + std::to_string(port);
     return c;
 }
 
-CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int initiator_depth)
+namespace {
+
+/** Why an attempt found no server yet, and whether the server's machine answered at all. */
+struct NotYet {
+    Error error;          ///< what to report if -t runs out now
+    bool refused = false; ///< the server's machine answered "nobody listens on that port"
+};
+
+/**
+ * One attempt: resolve the address and the route, send the REQ, take the answer. Returns the
+ * connection once the server has answered with its REP (the QP is then at RTS); a missing answer or a
+ * "nobody listens" goes into @p not_yet for another try; any other failure throws.
+ */
+std::optional<CmConnection> connect_once(SockAddr dst, const std::string &peer, int timeout_s, const Deadline &deadline,
+                                         const Device &dev, ibv_qp *qp, int initiator_depth, bool first,
+                                         std::optional<NotYet> &not_yet)
 {
-    if (!args.server_addr)
-        throw Error("-cm: this side is the RDMA CM client but no server address was given",
-                    "give the server's address with -sa ADDR (the server is the side started without -sa)");
-    SockAddr dst = parse_server_addr(*args.server_addr, args.server_addr_type, args.listen_port);
+    CmConnection c;
+    c.peer = peer;
+    c.qp = qp;
+    c.channel = create_event_channel();
+    rdma_cm_id *id = nullptr;
+    check_rc(rdma_create_id(c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
+    c.id.reset(id);
+
+    // 1. Address: which local device and port reach the server (like ARP plus a routing lookup). Each
+    //    try is short: a server machine that is still coming up answers ARP a moment later.
+    const int attempt_ms = std::min(deadline.left_ms(), 2000);
+    check_cm(rdma_resolve_addr(id, nullptr, dst.get(), std::max(attempt_ms, 1)),
+             "rdma_resolve_addr(" + peer + ")", [](int) -> std::string {
+                 return "check the address and -sat; it must be reachable through an RDMA device's interface";
+             });
+    CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(deadline.left_ms(), attempt_ms + 1000)));
+    if (!ev || (ev->event == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT)) {
+        not_yet = NotYet{timeout_error(timeout_s, "the address of " + peer,
+                                       "no answer from " + peer + ": is the server's machine up and reachable (ping it)?")};
+        return std::nullopt;
+    }
+    if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+        throw cm_event_error(*ev, "the address of " + peer, peer);
+    ev.reset();
+    check_cm_device(id, dev);
+
+    // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
+    check_cm(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")",
+             [](int err) { return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address"); });
+    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_s, "a route to " + peer, peer);
+    if (first)
+        info("RDMA CM: %s is reachable through %s port %u", peer.c_str(), ibv_get_device_name(id->verbs->device),
+             id->port_num);
+
+    // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
+    rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
+    check_rc(rdma_connect(id, &param), "rdma_connect");
+    ev = next_cm_event(c.channel.get(), deadline);
+    if (!ev) {
+        not_yet = NotYet{timeout_error(timeout_s, "the server to accept",
+                                       "is the server running on " + peer + "? raise -t if it is just slow")};
+        return std::nullopt;
+    }
+    if (ev->event == RDMA_CM_EVENT_REJECTED && ev->status == rej_invalid_service_id) {
+        not_yet = NotYet{cm_event_error(*ev, "the server to accept", peer), true};
+        return std::nullopt;
+    }
+    // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
+    // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead.
+    if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
+        throw cm_event_error(*ev, "the server to accept", peer);
+    // The REP says how many READs/atomics the server accepts in flight from us (its responder
+    // resources): with fewer than we need, a READ could never be sent. The event gives the values
+    // from OUR side: the server's responder resources arrive as our initiator_depth.
+    const int granted = ev->param.conn.initiator_depth;
+    if (granted < initiator_depth)
+        throw Error("the server accepts " + std::to_string(granted) + " READ/atomic request(s) in flight, this "
+                        "sample needs " + std::to_string(initiator_depth),
+                    "the server's QP must allow READs and atomics (max_dest_rd_atomic >= 1): is it the matching "
+                    "responder of this sample?");
+    // 4. We created the QP ourselves, so we take it to RTR and RTS, then tell the CM (an RTU message):
+    //    the server sees RDMA_CM_EVENT_ESTABLISHED.
+    cm_ready_qp(id, qp, 0, initiator_depth);
+    check_rc(rdma_establish(id), "rdma_establish");
+    return c;
+}
+
+} // namespace
+
+CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device &dev, ibv_qp *qp, int initiator_depth)
+{
+    SockAddr dst = parse_server_addr(server.addr, server.type, server.port);
     const std::string peer = addr_to_string(dst.get());
-    const int timeout_ms = args.timeout_s * 1000;
-    const Deadline deadline(args.timeout_s);
-    // The last "nobody listens" answer. When -t runs out between two tries, that answer (not a bare
-    // timeout) is what the user needs to read, whichever step the clock ran out in.
+    const Deadline deadline(timeout_s);
+    // Like a TCP client whose connect() is refused, try again until -t runs out: a server started at
+    // the same time may still be setting up. When -t runs out, report the last "nobody listens" if
+    // there was one (a bare timeout would hide it), else the timeout.
     std::optional<Error> refused;
-    for (bool told = false;; told = true) {
-        CmConnection c;
-        c.peer = peer;
-        c.qp = qp;
-        c.channel = create_event_channel();
-        rdma_cm_id *id = nullptr;
-        check_rc(rdma_create_id(c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
-        c.id.reset(id);
-
-        // 1. Address: which local device and port reach the server (like ARP plus a routing lookup).
-        //    Each try is short: a server machine that is still coming up answers ARP a moment later.
-        const int attempt_ms = std::min(timeout_ms, 2000);
-        check_cm(rdma_resolve_addr(id, nullptr, dst.get(), attempt_ms), "rdma_resolve_addr(" + peer + ")",
-                 [](int) -> std::string {
-                     return "check the address and -sat; it must be reachable through an RDMA device's interface";
-                 });
-        {
-            CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(deadline.left_ms(), attempt_ms + 1000)));
-            const bool no_answer = !ev || (ev->event == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT);
-            if (no_answer && !deadline.expired()) {
-                if (!told)
-                    info("no answer from %s yet; trying again for up to %d s", peer.c_str(), args.timeout_s);
-                continue;
-            }
-            if (!ev && refused)
-                throw *refused;
-            if (!ev)
-                throw timeout_error(args.timeout_s, "the address of " + peer,
-                                    "no answer from " + peer + ": is the server's machine up and reachable (ping it)?");
-            if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
-                throw cm_event_error(*ev, "the address of " + peer, peer);
-        }
-        check_cm_device(id, dev);
-        // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
-        check_cm(rdma_resolve_route(id, timeout_ms), "rdma_resolve_route(" + peer + ")",
-                 [](int err) { return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address"); });
-        expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, args.timeout_s, "a route to " + peer, peer);
-        if (!told)
-            info("RDMA CM: %s is reachable through %s port %u", peer.c_str(), ibv_get_device_name(id->verbs->device),
-                 id->port_num);
-
-        // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
-        rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
-        check_rc(rdma_connect(id, &param), "rdma_connect");
-        CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
-        if (ev && ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 8 && !deadline.expired()) {
-            // Nobody listens on that port (yet): a server started at the same time may still be setting
-            // up. Like a TCP client that retries a refused connect(), try again until -t runs out.
-            if (!told)
-                info("nobody listens on %s yet; trying again for up to %d s", peer.c_str(), args.timeout_s);
-            refused = cm_event_error(*ev, "the server to accept", peer);
-            ev.reset();
-            std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200, deadline.left_ms())));
-            continue;
-        }
-        if (!ev && refused)
-            throw *refused;
-        if (!ev)
-            throw timeout_error(args.timeout_s, "the server to accept",
-                                "is the server running on " + peer + "? raise -t if it is just slow");
-        // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
-        // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead.
-        if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
-            throw cm_event_error(*ev, "the server to accept", peer);
-        // The REP says how many READs/atomics the server accepts in flight from us (its responder
-        // resources): with fewer than we need, a READ could never be sent. The event gives the values
-        // from OUR side: the server's responder resources arrive as our initiator_depth.
-        const int granted = ev->param.conn.initiator_depth;
-        if (granted < initiator_depth)
-            throw Error("the server accepts " + std::to_string(granted) + " READ/atomic request(s) in flight, this "
-                            "sample needs " + std::to_string(initiator_depth),
-                        "the server's QP must allow READs and atomics (max_dest_rd_atomic >= 1): is it the matching "
-                        "responder of this sample?");
-        // 4. We created the QP ourselves, so we take it to RTR and RTS, then tell the CM (an RTU message):
-        //    the server sees RDMA_CM_EVENT_ESTABLISHED.
-        cm_ready_qp(id, qp, 0, initiator_depth);
-        check_rc(rdma_establish(id), "rdma_establish");
-        return c;
+    for (int attempt = 1;; ++attempt) {
+        std::optional<NotYet> not_yet;
+        if (std::optional<CmConnection> c = connect_once(dst, peer, timeout_s, deadline, dev, qp, initiator_depth, attempt == 1, not_yet))
+            return std::move(*c);
+        if (not_yet->refused)
+            refused = not_yet->error;
+        if (deadline.expired())
+            throw refused.value_or(not_yet->error);
+        if (attempt == 1)
+            info("%s %s yet; trying again for up to %d s", not_yet->refused ? "nobody listens on" : "no answer from",
+                 peer.c_str(), timeout_s);
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200, deadline.left_ms())));
     }
 }
 
-CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int responder_resources)
+CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv_qp *qp, int responder_resources)
 {
-    if (args.server_addr)
-        throw Error("-cm: this side is the RDMA CM server, it takes no -sa",
-                    "start this side without -sa; give -sa " + *args.server_addr + " to its peer instead");
-    CmConnection c = cm_listen(args, 1);
-    info("listening on port %u; waiting up to %d s for the client (the side with -sa)", args.listen_port,
-         args.timeout_s);
-    CmEventPtr req = expect_cm_event(c.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, args.timeout_s,
+    CmConnection c = cm_listen(port, 1);
+    info("listening on port %u; waiting up to %d s for the client (the side with -sa)", port, timeout_s);
+    CmEventPtr req = expect_cm_event(c.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, timeout_s,
                                      "a client to connect", c.peer);
     c.id.reset(req->id); // a connection request comes with a new cm_id: ours to destroy
     c.peer = addr_to_string(rdma_get_peer_addr(req->id));
@@ -257,7 +270,7 @@ CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int resp
     // raises IBV_EVENT_COMM_EST on the device, and rdma_notify() tells the CM the connection is up
     // (rdma_notify(3)). A client that finished and disconnected before either arrived is gone, but
     // what it sent is in our CQ: the sample's own poll finds it.
-    const Deadline deadline(args.timeout_s);
+    const Deadline deadline(timeout_s);
     for (;;) {
         CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(50, deadline.left_ms())));
         if (ev && ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->status == 0)
@@ -275,7 +288,7 @@ CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int resp
             check_rc(rdma_notify(c.id.get(), IBV_EVENT_COMM_EST), "rdma_notify(IBV_EVENT_COMM_EST)");
         }
         if (deadline.expired())
-            throw timeout_error(args.timeout_s, "the connection to be established (RDMA_CM_EVENT_ESTABLISHED)",
+            throw timeout_error(timeout_s, "the connection to be established (RDMA_CM_EVENT_ESTABLISHED)",
                                 "no answer from " + c.peer + ": is the peer running, with -cm and the same -lp? raise "
                                 "-t if it is just slow");
     }

@@ -42,6 +42,15 @@ CmEventPtr next_cm_event(rdma_event_channel *ch, const Deadline &deadline)
     }
 }
 
+bool cm_event_ready(rdma_event_channel *ch, int wait_ms)
+{
+    pollfd pfd{ch->fd, POLLIN, 0};
+    const int n = poll(&pfd, 1, wait_ms);
+    if (n < 0 && errno != EINTR)
+        fail_errno("poll(CM event channel)", errno);
+    return n > 0;
+}
+
 Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std::string &peer)
 {
     const std::string head = "waiting for " + what + ": got " + cm_event_name(ev.event) + " (status " +
@@ -56,7 +65,7 @@ Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std
         return Error(head, "the CM got no answer from " + peer + ": is the server running there, is the network up, "
                            "and is the server's RDMA device bound to that address?");
     case RDMA_CM_EVENT_REJECTED:
-        if (ev.status == 8) // IB_CM_REJ_INVALID_SERVICE_ID: no listener on that port
+        if (ev.status == rej_invalid_service_id) // no listener on that port
             return Error(head + ": nobody listens on " + peer, "is the server running on " + peer + "? start it "
                                                                "first (the side without -sa), with the same -lp");
         return Error(head + ": the server refused the connection",

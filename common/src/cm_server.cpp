@@ -1,4 +1,4 @@
-/** @file cm_server.cpp @brief An RDMA CM server for many clients: accept, track, disconnect, tally. */
+/** @file cm_server.cpp @brief The bookkeeping of an RDMA CM server for many clients: who has which QP, disconnects, tally. */
 #include "cm_internal.hpp"
 
 #include <rdma_samples/cm_address.hpp>
@@ -8,75 +8,39 @@
 
 namespace rdma_samples {
 
-namespace {
-
-/** Refuse a connection request the server has no QP for (the client sees REJECTED). */
-void reject_request(CmEventPtr request)
-{
-    rdma_cm_id *id = request->id;
-    check_rc(rdma_reject(id, nullptr, 0), "rdma_reject");
-    request.reset(); // acknowledge the event before destroying its id
-    rdma_destroy_id(id);
-}
-
-int find_client(const std::vector<CmClient> &clients, const rdma_cm_id *id)
-{
-    for (std::size_t i = 0; i < clients.size(); ++i)
-        if (clients[i].id.get() == id)
-            return static_cast<int>(i);
-    return -1;
-}
-
-} // namespace
-
-CmServer::CmServer(const Args &args, const Device &dev, const std::vector<QpPtr> &qps)
-    : listener_(cm_listen(args, static_cast<int>(qps.size()))), dev_(dev), clients_(qps.size()),
-      timeout_s_(args.timeout_s)
+CmClients::CmClients(const std::vector<QpPtr> &qps) : clients_(qps.size())
 {
     for (std::size_t i = 0; i < qps.size(); ++i)
         clients_[i].qp = qps[i].get();
 }
 
-CmServerEvent CmServer::next(int wait_ms)
+int CmClients::admit(rdma_cm_id *id)
 {
-    CmEventPtr ev = next_cm_event(listener_.channel.get(), Deadline::in_ms(wait_ms));
-    if (!ev)
-        return {};
-    const int i = find_client(clients_, ev->id);
-    const std::string name = cm_event_name(ev->event);
-    if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-        if (arrived_ == static_cast<int>(clients_.size())) { // more clients than -nc: refuse
-            reject_request(std::move(ev));
-            return {};
-        }
-        const int conn = arrived_++;
-        CmClient &c = clients_[static_cast<std::size_t>(conn)];
-        c.id.reset(ev->id); // a connection request comes with a new cm_id: ours to destroy
-        c.addr = addr_to_string(rdma_get_peer_addr(ev->id));
-        check_cm_device(ev->id, dev_);
-        // Its receives are posted already: ready to receive (RTR, RTS), then accept.
-        cm_ready_qp(ev->id, c.qp);
-        rdma_conn_param param = cm_conn_param(c.qp);
-        check_rc(rdma_accept(ev->id, &param), "rdma_accept");
-        return {CmServerEvent::Kind::accepted, conn, name};
-    }
-    if (i < 0)
-        return {};
-    if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
-        return mark_established(i) ? CmServerEvent{CmServerEvent::Kind::established, i, name} : CmServerEvent{};
-    if (ev->event == RDMA_CM_EVENT_DISCONNECTED || ev->event == RDMA_CM_EVENT_CONNECT_ERROR ||
-        ev->event == RDMA_CM_EVENT_UNREACHABLE || ev->event == RDMA_CM_EVENT_REJECTED) {
-        // Answered (DREP) in answer_if_finished(): the client that received our last message may
-        // disconnect before our SEND's ACK came back; if that ACK was lost, we resend, and only a
-        // client that still waits for our DREP keeps its QP to acknowledge it.
-        clients_[static_cast<std::size_t>(i)].disconnected = true;
-        answer_if_finished(clients_[static_cast<std::size_t>(i)]);
-        return {CmServerEvent::Kind::gone, i, name};
-    }
-    return {};
+    if (arrived_ == static_cast<int>(clients_.size()))
+        return -1;
+    const int conn = arrived_++;
+    CmClient &c = clients_[static_cast<std::size_t>(conn)];
+    c.id.reset(id);
+    c.addr = addr_to_string(rdma_get_peer_addr(id));
+    return conn;
 }
 
-bool CmServer::mark_established(int conn)
+int CmClients::find(const rdma_cm_id *id) const
+{
+    for (std::size_t i = 0; i < clients_.size(); ++i)
+        if (clients_[i].id.get() == id)
+            return static_cast<int>(i);
+    return -1;
+}
+
+void CmClients::mark_disconnected(int conn)
+{
+    CmClient &c = clients_[static_cast<std::size_t>(conn)];
+    c.disconnected = true;
+    answer_if_finished(c);
+}
+
+bool CmClients::mark_established(int conn)
 {
     CmClient &c = clients_[static_cast<std::size_t>(conn)];
     if (c.established)
@@ -85,7 +49,7 @@ bool CmServer::mark_established(int conn)
     return true;
 }
 
-void CmServer::answer_if_finished(CmClient &c)
+void CmClients::answer_if_finished(CmClient &c)
 {
     if (c.disconnected && !c.answered && (c.done || !c.lost.empty())) {
         rdma_disconnect(c.id.get()); // our DREP; the client waits for it (bounded by its -t)
@@ -93,14 +57,14 @@ void CmServer::answer_if_finished(CmClient &c)
     }
 }
 
-void CmServer::mark_done(int conn)
+void CmClients::mark_done(int conn)
 {
     CmClient &c = clients_[static_cast<std::size_t>(conn)];
     c.done = true;
     answer_if_finished(c);
 }
 
-void CmServer::mark_lost(int conn, const std::string &why)
+void CmClients::mark_lost(int conn, const std::string &why)
 {
     CmClient &c = clients_[static_cast<std::size_t>(conn)];
     if (!c.done && c.lost.empty()) {
@@ -110,7 +74,7 @@ void CmServer::mark_lost(int conn, const std::string &why)
     answer_if_finished(c);
 }
 
-bool CmServer::all_finished() const
+bool CmClients::all_finished() const
 {
     for (const auto &c : clients_)
         if (!c.done && c.lost.empty())
@@ -118,8 +82,8 @@ bool CmServer::all_finished() const
     return true;
 }
 
-void CmServer::finish(const std::string &peer, const std::string &outcome, const std::string &hint_missing,
-                      const std::string &hint_failed)
+void CmClients::finish(CmConnection &listener, int timeout_s, const std::string &peer, const std::string &outcome,
+                       const std::string &hint_missing, const std::string &hint_failed)
 {
     // Answer every client that asked to disconnect; disconnect every other one still connected and
     // wait (bounded) until the CM confirms each.
@@ -134,17 +98,20 @@ void CmServer::finish(const std::string &peer, const std::string &outcome, const
         else
             c.disconnected = true; // answered, or already gone
     }
-    const Deadline deadline(timeout_s_);
+    const Deadline deadline(timeout_s);
     while (waiting > 0) {
-        CmEventPtr ev = next_cm_event(listener_.channel.get(), deadline);
+        CmEventPtr ev = next_cm_event(listener.channel.get(), deadline);
         if (!ev)
             break; // the work is done; a peer that does not confirm its disconnect changes nothing
-        const int i = find_client(clients_, ev->id);
+        const int i = find(ev->id);
         if (ev->event == RDMA_CM_EVENT_DISCONNECTED && i >= 0 && !clients_[static_cast<std::size_t>(i)].disconnected) {
             clients_[static_cast<std::size_t>(i)].disconnected = true;
             --waiting;
         } else if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            reject_request(std::move(ev));
+            rdma_cm_id *id = ev->id; // a late client: refuse it
+            rdma_reject(id, nullptr, 0);
+            ev.reset(); // acknowledged before its id is destroyed
+            rdma_destroy_id(id);
         }
     }
     // rdma_disconnect() leaves QPs of our own alone: stop each one (any receive still posted is flushed).
@@ -166,7 +133,7 @@ void CmServer::finish(const std::string &peer, const std::string &outcome, const
                                std::to_string(ok) + " of " + std::to_string(n) + " " + outcome +
                                (lost.empty() ? "" : "; lost:" + lost);
     if (arrived_ < n)
-        throw Error("timed out after " + std::to_string(timeout_s_) + " s without a new " + peer + ": " + counts,
+        throw Error("timed out after " + std::to_string(timeout_s) + " s without a new " + peer + ": " + counts,
                     hint_missing);
     throw Error(counts, hint_failed);
 }

@@ -33,11 +33,6 @@ int gid_rank(const GidEntry &e)
     return 1;
 }
 
-const char *port_state_name(ibv_port_state s)
-{
-    return ibv_port_state_str(s);
-}
-
 std::string no_device_hint()
 {
     return "this machine has no RDMA device. Create a Soft-RoCE one (as root): modprobe rdma_rxe && rdma link add "
@@ -76,77 +71,96 @@ bool gid_from_string(const std::string &text, ibv_gid &gid)
     return text.find('\0') == std::string::npos && ::inet_pton(AF_INET6, text.c_str(), gid.raw) == 1;
 }
 
-Device open_device(const Args &args)
+GidEntry to_gid_entry(int index, const ibv_gid_entry &entry)
 {
-    Device dev;
-    int num = 0;
-    DeviceListPtr list(ibv_get_device_list(&num));
+    GidEntry g;
+    g.index = index;
+    std::memcpy(g.raw.data(), entry.gid.raw, 16);
+    switch (entry.gid_type) {
+    case IBV_GID_TYPE_ROCE_V2: g.type = GidType::roce_v2; break;
+    case IBV_GID_TYPE_ROCE_V1: g.type = GidType::roce_v1; break;
+    default: g.type = GidType::ib; break;
+    }
+    return g;
+}
+
+void require_devices(ibv_device **list, int num)
+{
     // ENOSYS: the kernel has no RDMA support at all (no ib_uverbs); treat it like an empty list.
-    if (!list && errno != ENOSYS)
+    if (list == nullptr && errno != ENOSYS)
         fail_errno("ibv_get_device_list", errno);
-    if (!list || num == 0)
+    if (list == nullptr || num == 0)
         throw Error("no RDMA device found (ibv_get_device_list returned none)", no_device_hint());
+}
 
+bool port_is_usable(const Device &dev, bool named)
+{
+    if (dev.port_attr.state == IBV_PORT_ACTIVE)
+        return true;
+    if (named)
+        throw Error("device " + dev.name + " port " + std::to_string(dev.port) + " is " +
+                        ibv_port_state_str(dev.port_attr.state) + ", not ACTIVE",
+                    "bring up its network interface (ip link set <if> up) and check `rdma link show`");
+    return false;
+}
+
+void fail_no_usable_device(ibv_device **list, int num, const std::string &name)
+{
     std::string names;
-    for (int i = 0; i < num; ++i)
-        names += (i ? ", " : "") + std::string(ibv_get_device_name(list.get()[i]));
+    for (int i = 0; i < num; ++i) {
+        if (i > 0)
+            names += ", ";
+        names += ibv_get_device_name(list[i]);
+    }
+    if (!name.empty())
+        throw Error("no RDMA device named \"" + name + "\"", "the devices here are: " + names + "; pass one with -d");
+    throw Error("no RDMA device has an active port (devices: " + names + ")",
+                "bring up the network interface of one (ip link set <if> up) and check `rdma link show`");
+}
 
-    for (int i = 0; i < num && !dev.ctx; ++i) {
-        ibv_device *d = list.get()[i];
-        const std::string name = ibv_get_device_name(d);
-        if (!args.device.empty() && name != args.device)
+int pick_gid_index(const std::vector<GidEntry> &table, std::optional<int> wanted, const Device &dev)
+{
+    if (wanted) {
+        for (const auto &g : table)
+            if (g.index == *wanted)
+                return *wanted;
+        throw Error("GID index " + std::to_string(*wanted) + " is empty or out of range on " + dev.name + " port " +
+                        std::to_string(dev.port) + " (table size " + std::to_string(dev.port_attr.gid_tbl_len) + ")",
+                    "list the valid GIDs with ibv_devinfo -v -d " + dev.name + " or leave -g out to choose the best");
+    }
+    const int best = choose_gid_index(table, dev.port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND);
+    if (best < 0)
+        throw Error("device " + dev.name + " has no GID on port " + std::to_string(dev.port),
+                    "give its network interface an IP address (ip addr add ...); Soft-RoCE GIDs follow the addresses");
+    return best;
+}
+
+// The same calls as rdma_write/requester.cpp's step 1, which explains each.
+Device open_device(const std::string &name, std::optional<int> gid_index)
+{
+    int num_devices = 0;
+    DeviceListPtr devices(ibv_get_device_list(&num_devices));
+    require_devices(devices.get(), num_devices);
+    Device dev;
+    for (int i = 0; i < num_devices && !dev.ctx; ++i) {
+        dev.name = ibv_get_device_name(devices.get()[i]);
+        if (!name.empty() && dev.name != name)
             continue;
-        ContextPtr ctx(check(ibv_open_device(d), "ibv_open_device(" + name + ")"));
-        ibv_port_attr pa{};
-        check_rc(ibv_query_port(ctx.get(), dev.port, &pa), "ibv_query_port(" + name + ", port 1)");
-        if (pa.state != IBV_PORT_ACTIVE) {
-            if (!args.device.empty())
-                throw Error("device " + name + " port 1 is " + port_state_name(pa.state) + ", not ACTIVE",
-                            "bring up its network interface (ip link set <if> up) and check `rdma link show`");
-            continue;  // no -d: try the next device
-        }
-        dev.ctx = std::move(ctx);
-        dev.name = name;
-        dev.port_attr = pa;
+        dev.ctx.reset(check(ibv_open_device(devices.get()[i]), "ibv_open_device(" + dev.name + ")"));
+        check_rc(ibv_query_port(dev.ctx.get(), dev.port, &dev.port_attr), "ibv_query_port(" + dev.name + ", port 1)");
+        if (!port_is_usable(dev, !name.empty()))
+            dev.ctx.reset();
     }
-    if (!dev.ctx) {
-        if (!args.device.empty())
-            throw Error("no RDMA device named \"" + args.device + "\"", "the devices here are: " + names + "; pass one with -d");
-        throw Error("no RDMA device has an active port (devices: " + names + ")",
-                    "bring up the network interface of one (ip link set <if> up) and check `rdma link show`");
-    }
+    if (!dev.ctx)
+        fail_no_usable_device(devices.get(), num_devices, name);
     check_rc(ibv_query_device(dev.ctx.get(), &dev.device_attr), "ibv_query_device");
-
-    // The GID table: one entry per address and RoCE version. Empty entries (all zero) are skipped.
-    const bool is_ib = dev.port_attr.link_layer == IBV_LINK_LAYER_INFINIBAND;
     std::vector<GidEntry> table;
     for (int i = 0; i < dev.port_attr.gid_tbl_len; ++i) {
-        ibv_gid_entry e{};
-        if (ibv_query_gid_ex(dev.ctx.get(), dev.port, static_cast<std::uint32_t>(i), &e, 0) != 0)
-            continue;
-        GidEntry g;
-        g.index = i;
-        std::memcpy(g.raw.data(), e.gid.raw, 16);
-        g.type = e.gid_type == IBV_GID_TYPE_ROCE_V2 ? GidType::roce_v2
-                 : e.gid_type == IBV_GID_TYPE_ROCE_V1 ? GidType::roce_v1
-                                                       : GidType::ib;
-        table.push_back(g);
+        ibv_gid_entry entry{};
+        if (ibv_query_gid_ex(dev.ctx.get(), dev.port, static_cast<std::uint32_t>(i), &entry, 0) == 0)
+            table.push_back(to_gid_entry(i, entry));
     }
-    if (args.gid_index) {
-        bool found = false;
-        for (const auto &g : table)
-            found = found || g.index == *args.gid_index;
-        if (!found)
-            throw Error("GID index " + std::to_string(*args.gid_index) + " is empty or out of range on " + dev.name +
-                            " port 1 (table size " + std::to_string(dev.port_attr.gid_tbl_len) + ")",
-                        "list the valid GIDs with ibv_devinfo -v -d " + dev.name + " or leave -g out to choose the best");
-        dev.gid_index = *args.gid_index;
-    } else {
-        dev.gid_index = choose_gid_index(table, is_ib);
-        if (dev.gid_index < 0)
-            throw Error("device " + dev.name + " has no GID on port 1",
-                        "give its network interface an IP address (ip addr add ...); Soft-RoCE GIDs follow the addresses");
-    }
+    dev.gid_index = pick_gid_index(table, gid_index, dev);
     check_rc(ibv_query_gid(dev.ctx.get(), dev.port, dev.gid_index, &dev.gid), "ibv_query_gid");
     return dev;
 }

@@ -65,7 +65,7 @@ Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, i
         std::optional<DescriptorReceive> text;
         if (resource)
             text.emplace(pd, qp);
-        x.cm = cm_connect(args, dev, qp, max_rd_atomic);
+        x.cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp, max_rd_atomic);
         if (text) {
             x.resource = parse_resource_descriptor(text->wait(done, args.timeout_s), peer + "'s SEND", *resource);
             info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
@@ -92,7 +92,7 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
 {
     Exchange x;
     if (args.use_cm) {
-        x.cm = cm_accept(args, dev, qp, max_dest_rd_atomic);
+        x.cm = cm_accept(args.listen_port, args.timeout_s, dev, qp, max_dest_rd_atomic);
         if (resource) {
             resource->nonce = new_nonce();
             // The requester posted its receive for this before it connected: the SEND finds it.

@@ -280,7 +280,7 @@ Args parse_command_line(int argc, char **argv)
 
 int run(const Args &args)
 {
-    Device dev = open_device(args);
+    Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     const long page = ::sysconf(_SC_PAGESIZE);
     const auto page_size = static_cast<std::size_t>(page);

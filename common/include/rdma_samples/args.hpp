@@ -9,6 +9,8 @@
  */
 #pragma once
 
+#include <rdma_samples/cm_address.hpp>
+
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -28,12 +30,6 @@ inline constexpr const char *default_resource_descriptor_path = "/tmp/remote_res
 inline constexpr const char *default_message = "Hi RDMA!";
 /** @brief The longest message a sample moves, in bytes (DOCA's limit). */
 inline constexpr std::size_t max_message_length = 256;
-/** @brief DOCA's default RDMA CM port. */
-inline constexpr std::uint16_t default_cm_port = 13579;
-
-/** @brief How `-sa` is to be read (`-sat`). */
-enum class AddrType { ipv4, ipv6, gid };
-
 /** @brief Everything the command line can set. Fields a program does not accept keep their default. */
 struct Args {
     std::string device;                   ///< -d: RDMA device name; empty = first with an active port
@@ -50,6 +46,10 @@ struct Args {
     int timeout_s = 30;                   ///< -t: seconds any single wait may last
     bool verbose = false;                 ///< -v: trace every verbs call
     bool help = false;                    ///< -h: print the usage and exit 0
+
+    /** @brief Where an RDMA CM client connects: `-sa` (read as `-sat` says) and `-lp`.
+     *  @return the server's address; empty when no `-sa` was given */
+    CmServerAddr cm_server() const { return {server_addr.value_or(""), server_addr_type, listen_port}; }
 };
 
 /** @brief A flag that only one program has (a demonstration switch, an atomic operand...). */

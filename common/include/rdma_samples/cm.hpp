@@ -28,7 +28,7 @@
  */
 #pragma once
 
-#include <rdma_samples/args.hpp>
+#include <rdma_samples/cm_address.hpp>
 #include <rdma_samples/device.hpp>
 
 #include <rdma/rdma_cma.h>
@@ -59,31 +59,37 @@ struct CmConnection {
     bool disconnected = false; ///< RDMA_CM_EVENT_DISCONNECTED was seen
 };
 
-
 /**
- * @brief Client side of `-cm`: resolve `-sa` (and its route) to a local device, check it is ours,
- * connect @p qp and wait (bounded) until the server has accepted. @p qp must be in INIT, with any
- * receive it needs already posted: the server may send the moment it has accepted.
- * @param args      the command line (-sa, -sat, -lp, -t)
+ * @brief Client side of `-cm`: resolve the server's address (and its route) to a local device, check
+ * it is ours, connect @p qp and wait (bounded) until the server has accepted. @p qp must be in INIT,
+ * with any receive it needs already posted: the server may send the moment it has accepted.
+ *
+ * One attempt is address, route, REQ, REP; while the server's machine does not answer, or answers
+ * that nobody listens on the port (REJECT reason 8, "Invalid Service ID"), it tries again until
+ * @p timeout_s runs out, as a TCP client retries a refused connect().
+ * @param server    where to connect (`-sa`, `-sat`, `-lp`: Args::cm_server())
+ * @param timeout_s the bound of the whole connect (`-t`)
  * @param dev       the device this side opened
  * @param qp        our QP, in INIT
  * @param initiator_depth READs/atomics this side will have in flight at the server (0 when none);
  *                  the server must grant at least this many, or the connection is an error
  * @return the connected connection
  */
-CmConnection cm_connect(const Args &args, const Device &dev, ibv_qp *qp, int initiator_depth = 0);
+CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device &dev, ibv_qp *qp,
+                        int initiator_depth = 0);
 
 /**
- * @brief Server side of `-cm` for one client: listen on `-lp`, take the first connection request
- * (bounded by -t), move @p qp to RTR and RTS, accept, wait until established.
- * @param args      the command line (-lp, -t)
+ * @brief Server side of `-cm` for one client: listen on @p port, take the first connection request
+ * (bounded by @p timeout_s), move @p qp to RTR and RTS, accept, wait until established.
+ * @param port      the port to listen on (`-lp`)
+ * @param timeout_s the bound of each wait (`-t`)
  * @param dev       the device this side opened
  * @param qp        our QP, in INIT, with its receives posted
  * @param responder_resources READs/atomics the client may have in flight at us (0 when none); the
  *                  server grants no more than the client's REQ asked for (its initiator depth)
  * @return the accepted connection
  */
-CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int responder_resources = 0);
+CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv_qp *qp, int responder_resources = 0);
 
 /**
  * @brief Orderly goodbye: rdma_disconnect() (the CM sends DREQ; the peer answers DREP), wait, bounded,
@@ -97,5 +103,61 @@ CmConnection cm_accept(const Args &args, const Device &dev, ibv_qp *qp, int resp
  * @param timeout_s the bound
  */
 void cm_disconnect(CmConnection &c, int timeout_s);
+
+/**
+ * @brief The event name, e.g. "RDMA_CM_EVENT_REJECTED" (rdma_event_str()).
+ * @param type the event type
+ * @return its name
+ */
+std::string cm_event_name(rdma_cm_event_type type);
+
+/**
+ * @brief Wait, at most @p wait_ms, until @p ch holds an event: poll() on its file descriptor (every
+ * channel of this library is non-blocking). Then rdma_get_cm_event() returns at once.
+ * @param ch      the event channel
+ * @param wait_ms how long to wait
+ * @return true when an event is there
+ */
+bool cm_event_ready(rdma_event_channel *ch, int wait_ms);
+
+/**
+ * @brief The device and port the CM chose for @p id must be the ones this side opened (-d).
+ * @param id  the resolved cm_id
+ * @param dev the device this side opened
+ * @throws Error naming both devices, with the -d to pass
+ */
+void check_cm_device(const rdma_cm_id *id, const Device &dev);
+
+/**
+ * @brief Move our own QP to RTR and RTS with the attributes the CM negotiated (rdma_init_qp_attr()),
+ * then set the timers and READ/atomic depths ourselves, so that both flows run with the same values.
+ *
+ * rdma_init_qp_attr() would give min_rnr_timer 0 (655 ms, the IB CM's default) and an ACK timeout
+ * derived from the path's packet lifetime; the samples teach min_rnr_timer 12 and timeout 14
+ * (rc_qp.hpp), so they are set explicitly here, as the descriptor-file flow sets them.
+ * @param id                  the connected (or connecting) cm_id
+ * @param qp                  our QP, in INIT
+ * @param responder_resources READs/atomics the peer may have in flight at us (max_dest_rd_atomic)
+ * @param initiator_depth     READs/atomics we may have in flight at the peer (max_rd_atomic)
+ */
+void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources = 0, int initiator_depth = 0);
+
+/**
+ * @brief Connection parameters for our own QP: its number, retry counts that end (6), and the
+ * READ/atomic depths in both directions.
+ * @param qp                  our queue pair
+ * @param responder_resources READs/atomics the peer may have in flight at us
+ * @param initiator_depth     READs/atomics we may have in flight at the peer
+ * @return the parameters for rdma_connect() / rdma_accept()
+ */
+rdma_conn_param cm_conn_param(const ibv_qp *qp, int responder_resources = 0, int initiator_depth = 0);
+
+/**
+ * @brief Server side of `-cm`: bind @p port on every address, listen.
+ * @param port      the port (`-lp`)
+ * @param backlog   connection requests the kernel may queue
+ * @return a connection with channel and listen_id set, id empty
+ */
+CmConnection cm_listen(std::uint16_t port, int backlog = 1);
 
 } // namespace rdma_samples

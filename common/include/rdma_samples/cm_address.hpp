@@ -5,14 +5,25 @@
  */
 #pragma once
 
-#include <rdma_samples/args.hpp>
-
 #include <sys/socket.h>
 
 #include <cstdint>
 #include <string>
 
 namespace rdma_samples {
+
+/** @brief DOCA's default RDMA CM port. */
+inline constexpr std::uint16_t default_cm_port = 13579;
+
+/** @brief How `-sa` is to be read (`-sat`). */
+enum class AddrType { ipv4, ipv6, gid };
+
+/** @brief Where an RDMA CM client connects: the server's address, how to read it, and the port. */
+struct CmServerAddr {
+    std::string addr;                   ///< as typed, e.g. "10.77.0.1"
+    AddrType type = AddrType::ipv4;     ///< how to read it
+    std::uint16_t port = default_cm_port; ///< the server's port
+};
 
 /** @brief A socket address of either family, as the CM takes it. */
 struct SockAddr {

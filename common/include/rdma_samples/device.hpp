@@ -9,11 +9,11 @@
  */
 #pragma once
 
-#include <rdma_samples/args.hpp>
 #include <rdma_samples/verbs.hpp>
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -65,14 +65,63 @@ struct Device {
 };
 
 /**
- * @brief Open the device named by `-d`, or the first one with an active port, and choose the GID.
+ * @brief One entry of a port's GID table, from what ibv_query_gid_ex() filled in.
+ * @param index the entry's position in the table
+ * @param entry what ibv_query_gid_ex() returned for it
+ * @return the entry, as choose_gid_index() ranks it
+ */
+GidEntry to_gid_entry(int index, const ibv_gid_entry &entry);
+
+/**
+ * @brief Stop with an explained error when ibv_get_device_list() found no device: how to create a
+ * Soft-RoCE one, or to run in the project's VM.
+ * @param list what ibv_get_device_list() returned (may be null)
+ * @param num  the count it set
+ * @throws Error when there is no device
+ */
+void require_devices(ibv_device **list, int num);
+
+/**
+ * @brief Whether to try @p dev's port: fine when it is ACTIVE; an explained error when the device was
+ * named (`-d`) and its port is not; false (try the next device) when it was not named.
+ * @param dev   the device just opened, its port queried
+ * @param named true when `-d` named this device
+ * @return true when the port is active
+ */
+bool port_is_usable(const Device &dev, bool named);
+
+/**
+ * @brief Stop when no device could be used: the name given with `-d` exists nowhere, or no device
+ * has an active port. The error lists the devices that exist.
+ * @param list,num what ibv_get_device_list() returned
+ * @param name     what `-d` asked for, or empty
+ * @throws Error always
+ */
+[[noreturn]] void fail_no_usable_device(ibv_device **list, int num, const std::string &name);
+
+/**
+ * @brief The GID index to use: @p wanted (`-g`) when it names a valid entry, else the best one by
+ * choose_gid_index()'s ranking.
+ * @param table   the port's valid GID entries
+ * @param wanted  the index given with `-g`, or none
+ * @param dev     the device (its name and port attributes, for messages and the link layer)
+ * @return the index
+ * @throws Error when @p wanted is empty or out of range, or the port has no GID at all
+ */
+int pick_gid_index(const std::vector<GidEntry> &table, std::optional<int> wanted, const Device &dev);
+
+/**
+ * @brief Open the device named @p name, or the first one with an active port, and choose the GID.
  *
- * Errors explain themselves: no device at all (with how to create a Soft-RoCE one), an unknown name
- * (with the names that exist), a port that is not active, a GID index out of range or empty.
- * @param args the parsed command line (-d, -g)
+ * rdma_write/requester.cpp writes these calls out (ibv_get_device_list(), ibv_open_device(),
+ * ibv_query_device(), ibv_query_port(), ibv_query_gid_ex(), ibv_query_gid()); every later lesson calls
+ * this. Errors explain themselves: no device at all (with how to create a Soft-RoCE one), an unknown
+ * name (with the names that exist), a port that is not active, a GID index out of range or empty.
+ * @param name      the device (`-d`), or empty for the first one with an active port
+ * @param gid_index the GID index (`-g`), or none for the best GID
  * @return the open device, its port and chosen GID
  */
-Device open_device(const Args &args);
+Device open_device(const std::string &name, std::optional<int> gid_index);
 
 /**
  * @brief Check that the device executes atomics, and say how far their atomicity reaches.
