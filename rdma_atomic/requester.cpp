@@ -33,7 +33,7 @@ struct Options {
 };
 
 /** Post one atomic on the counter and poll until it completes; return the old value it fetched. */
-static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions &done, const ibv_mr *mr,
+static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions &completions, const ibv_mr *mr,
                                  const ResourceDescriptor &counter, ibv_wr_opcode opcode, std::uint64_t compare_add,
                                  std::uint64_t swap)
 {
@@ -60,12 +60,12 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, ibv_cq *cq, Compl
     const char *what = fadd ? "the fetch-and-add" : "the compare-and-swap";
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, what, qp->context);
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, what);
+    completions.check(wc, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, what);
     //! [post_atomic]
     //! [byte_order]
     // Byte order: compare_add and swap are given in our host order, and the old value comes back in
@@ -84,12 +84,12 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, ibv_cq *cq, Compl
 
 /** --ignore-access: post the fetch-and-add although the export grants no remote atomic. The responder's
  *  QP allows atomics but its memory region does not: its device refuses (IBV_WC_REM_ACCESS_ERR). */
-static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, ibv_cq *cq, Completions &done,
+static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, ibv_cq *cq, Completions &completions,
                           const ibv_mr *mr, const ResourceDescriptor &counter)
 {
     info("(demonstration) the export grants %s, no remote atomic: posting anyway", access_to_string(counter.access).c_str());
     step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
-    post_atomic(args, qp, cq, done, mr, counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
+    post_atomic(args, qp, cq, completions, mr, counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
     throw Error("the fetch-and-add succeeded although the responder granted no remote atomic",
                 "the responder's memory region must not include IBV_ACCESS_REMOTE_ATOMIC");
 }
@@ -111,7 +111,7 @@ static void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
-    Completions done(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
+    Completions completions(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its counter's descriptor"
@@ -123,7 +123,7 @@ static void run(const Args &args, const Options &opt)
     // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the responder (rdma_atomic_responder)",
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_atomic_responder)",
                                       rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &counter = x.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(counter.addr),
@@ -140,7 +140,7 @@ static void run(const Args &args, const Options &opt)
                     "atomics work on a naturally aligned 64-bit word; the responder must export an aligned counter");
     if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC)) {
         if (opt.ignore_access)
-            return ignore_access(args, opt, qp.get(), cq.get(), done, mr.get(), counter); // post it anyway
+            return ignore_access(args, opt, qp.get(), cq.get(), completions, mr.get(), counter); // post it anyway
         throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) + ")",
                     "the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC");
     }
@@ -150,7 +150,7 @@ static void run(const Args &args, const Options &opt)
     if (opt.fetch_add) {
         step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
         const std::uint64_t old =
-            post_atomic(args, qp.get(), cq.get(), done, mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
+            post_atomic(args, qp.get(), cq.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
         now = old + opt.add;
         result("Fetch-and-add: old value %llu, new value %llu", static_cast<unsigned long long>(old),
                static_cast<unsigned long long>(*now));
@@ -160,7 +160,7 @@ static void run(const Args &args, const Options &opt)
         step(7, "post an atomic compare-and-swap: if the counter is %llu, make it %llu", static_cast<unsigned long long>(expect),
              static_cast<unsigned long long>(opt.swap));
         const std::uint64_t found =
-            post_atomic(args, qp.get(), cq.get(), done, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, opt.swap);
+            post_atomic(args, qp.get(), cq.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, opt.swap);
         const bool swapped = found == expect;
         result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(found), swapped ? "swapped" : "not swapped");
         if (now && found != *now)
@@ -171,20 +171,7 @@ static void run(const Args &args, const Options &opt)
     result("Expected final counter value: %llu", static_cast<unsigned long long>(*now));
 
     step(8, "say goodbye with a zero-length SEND, so the responder may read its counter");
-    ibv_send_wr bye{}; // no scatter/gather list: zero bytes (chapter 2)
-    bye.wr_id = goodbye_wr_id;
-    bye.opcode = IBV_WR_SEND;
-    bye.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc))
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
-        else
-            waiter.pause();
-    done.check(wc, IBV_WC_SEND, "the goodbye SEND");
+    say_goodbye(qp.get(), completions, args.timeout_s); // chapter 2, step 8, written out
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");

@@ -67,7 +67,7 @@ static void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_ATOMIC); // the QP must grant remote atomic too
-    Completions done(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
@@ -90,18 +90,18 @@ static void run(const Args &args, const Options &opt)
     counter.length = sizeof(std::uint64_t); // exactly the counter
     counter.rkey = mr->rkey;
     counter.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_atomic_requester)",
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_atomic_requester)",
                                   rd_atomic, &counter);
 
     step(6, "wait for the goodbye; the atomics themselves give us no completion");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its atomics)", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
+    while (!completions.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its atomics)");
+    completions.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its atomics)");
     std::uint64_t value = 0;
     std::memcpy(&value, buf.data(), sizeof value);
     result("Final counter value: %llu (0x%llx)", static_cast<unsigned long long>(value), static_cast<unsigned long long>(value));

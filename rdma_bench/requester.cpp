@@ -128,7 +128,7 @@ static void run(const Args &args)
                    "ibv_create_cq"));
     QpPtr qp = create_bench_qp(pd.get(), cq.get(), o);
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE); // a ping-pong's answer is written into our landing region
-    Completions done(cq.get()); // the set-up's and the goodbye's poll loops (by wr_id); the measuring loops poll themselves
+    Completions completions(cq.get()); // the set-up's and the goodbye's poll loops (by wr_id); the measuring loops poll themselves
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
@@ -136,7 +136,7 @@ static void run(const Args &args)
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 255));
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the responder (rdma_bench_responder)",
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_bench_responder)",
                                       rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &peer = x.resource;
     if (peer.length < region)
@@ -148,7 +148,7 @@ static void run(const Args &args)
     const ResourceDescriptor ours{.kind = ResourceKind::mmap, .nonce = new_nonce(), .peer_nonce = {},
                                   .addr = reinterpret_cast<std::uintptr_t>(landing), .length = region, .rkey = mr->rkey,
                                   .access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
-    send_descriptor(pd.get(), qp.get(), done, format_descriptor(ours), args.timeout_s);
+    send_descriptor(pd.get(), qp.get(), completions, format_descriptor(ours), args.timeout_s);
     info("responder exports addr 0x%llx, length %u, rkey 0x%x; we sent ours in-band",
          static_cast<unsigned long long>(peer.addr), peer.length, peer.rkey);
 
@@ -180,20 +180,7 @@ static void run(const Args &args)
     }
 
     step(7, "say goodbye with a zero-length SEND: on RC it arrives after everything else");
-    ibv_send_wr bye{}; // no scatter/gather list: zero bytes (chapter 2)
-    bye.wr_id = goodbye_wr_id;
-    bye.opcode = IBV_WR_SEND;
-    bye.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
-        else
-            waiter.pause();
-    done.check(wc, IBV_WC_SEND, "the goodbye SEND");
+    say_goodbye(qp.get(), completions, args.timeout_s); // chapter 2, step 8, written out
 
     if (args.use_cm) {
         step(8, "disconnect: RDMA CM tells the responder we are done");

@@ -86,7 +86,7 @@ static void run(const Args &args)
                    "ibv_create_cq"));
     QpPtr qp = create_bench_qp(pd.get(), cq.get(), o);
     qp_to_init(qp.get(), dev, remote);
-    Completions done(cq.get()); // the set-up's waits (by wr_id); the measuring loops poll themselves
+    Completions completions(cq.get()); // the set-up's waits (by wr_id); the measuring loops poll themselves
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     // Receives first, in the order the messages come: the requester's descriptor, then the data
@@ -102,15 +102,15 @@ static void run(const Args &args)
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 255)); // (requester.cpp)
-    ResourceDescriptor mmap{};
-    mmap.kind = ResourceKind::mmap;
-    mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    mmap.length = region;
-    mmap.rkey = mr->rkey;
-    mmap.access = IBV_ACCESS_LOCAL_WRITE | remote;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_bench_requester)",
-                                  rd_atomic, &mmap);
-    const ResourceDescriptor peer = parse_resource_descriptor(requester_desc.wait(done, args.timeout_s),
+    ResourceDescriptor exported{};
+    exported.kind = ResourceKind::mmap;
+    exported.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    exported.length = region;
+    exported.rkey = mr->rkey;
+    exported.access = IBV_ACCESS_LOCAL_WRITE | remote;
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_bench_requester)",
+                                  rd_atomic, &exported);
+    const ResourceDescriptor peer = parse_resource_descriptor(requester_desc.wait(completions, args.timeout_s),
                                                               "the requester's SEND", ResourceKind::mmap);
     info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
          peer.length, peer.rkey);

@@ -139,7 +139,7 @@ static void run(const Args &args)
     // rule is entries >= signaled sends + receives, summed over the QPs (2 + 2 each here).
     const QpCaps caps{.max_send_wr = 2, .max_recv_wr = 2};
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, nullptr, 0), "ibv_create_cq"));
-    Completions done(cq.get());
+    Completions completions(cq.get());
     std::vector<QpPtr> qps;
     for (int i = 0; i < n; ++i) {
         qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
@@ -181,7 +181,7 @@ static void run(const Args &args)
         Waiter waiter(args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)", dev.ctx.get());
         for (int got = 0; got < n;) // they arrive in any order; wr_id says which connection each is
             if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1) {
-                done.check(wc, IBV_WC_RECV, "the message on connection " + std::to_string(wc.wr_id));
+                completions.check(wc, IBV_WC_RECV, "the message on connection " + std::to_string(wc.wr_id));
                 print_message(wc, buf);
                 ++got;
             } else {
@@ -197,12 +197,12 @@ static void run(const Args &args)
         step(6, "wait for the server's message");
         ibv_wc wc{};
         Waiter waiter(args.timeout_s, "the server's message", dev.ctx.get());
-        while (!done.take(0, wc))
+        while (!completions.take(0, wc))
             if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-                done.keep(wc);
+                completions.keep(wc);
             else
                 waiter.pause();
-        done.check(wc, IBV_WC_RECV, "the server's message");
+        completions.check(wc, IBV_WC_RECV, "the server's message");
         print_message(wc, buf);
         step(7, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);

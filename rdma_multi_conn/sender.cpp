@@ -146,7 +146,7 @@ static void run(const Args &args)
     // One CQ serves all QPs, so it needs room for what every one of them can have outstanding.
     const QpCaps caps{.max_send_wr = 2, .max_recv_wr = 2};
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, nullptr, 0), "ibv_create_cq"));
-    Completions done(cq.get());
+    Completions completions(cq.get());
     std::vector<QpPtr> qps;
     for (int i = 0; i < n; ++i) {
         qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
@@ -177,7 +177,7 @@ static void run(const Args &args)
         Waiter waiter(args.timeout_s, "the SENDs of " + std::to_string(n) + " connection(s)", dev.ctx.get());
         for (int sent = 0; sent < n;) // they complete in any order; wr_id says which connection each is
             if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1) {
-                done.check(wc, IBV_WC_SEND, "the SEND on connection " + std::to_string(wc.wr_id));
+                completions.check(wc, IBV_WC_SEND, "the SEND on connection " + std::to_string(wc.wr_id));
                 result("Sender has sent: \"%s\", connection %llu", args.message.c_str(),
                        static_cast<unsigned long long>(wc.wr_id));
                 ++sent;
@@ -191,12 +191,12 @@ static void run(const Args &args)
         post_message(qps[0].get(), buf, mr.get(), args.message.size(), 0);
         ibv_wc wc{};
         Waiter waiter(args.timeout_s, "the SEND's completion", dev.ctx.get());
-        while (!done.take(0, wc))
+        while (!completions.take(0, wc))
             if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-                done.keep(wc);
+                completions.keep(wc);
             else
                 waiter.pause();
-        done.check(wc, IBV_WC_SEND, "the SEND");
+        completions.check(wc, IBV_WC_SEND, "the SEND");
         result("Sender has sent: \"%s\", connection 0", args.message.c_str());
         step(6, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);

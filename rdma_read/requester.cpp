@@ -32,32 +32,32 @@ struct Options {
  * responder's device refuses it, and the completion says so (IBV_WC_REM_ACCESS_ERR on hardware,
  * IBV_WC_REM_INV_REQ_ERR on Soft-RoCE, which checks the QP's access first).
  */
-static void try_write(const Args &args, const Device &dev, ibv_qp *qp, ibv_cq *cq, Completions &done, ibv_sge sge,
-                      const ResourceDescriptor &mmap)
+static void try_write(const Args &args, const Device &dev, ibv_qp *qp, ibv_cq *cq, Completions &completions, ibv_sge sge,
+                      const ResourceDescriptor &remote)
 {
-    info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway", access_to_string(mmap.access).c_str());
+    info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway", access_to_string(remote.access).c_str());
     step(6, "post an RDMA WRITE (demonstration) of %u bytes at remote addr 0x%llx, rkey 0x%x", sge.length,
-         static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+         static_cast<unsigned long long>(remote.addr), remote.rkey);
     ibv_send_wr wr{};
     wr.wr_id = 1;
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = mmap.addr;
-    wr.wr.rdma.rkey = mmap.rkey;
+    wr.wr.rdma.remote_addr = remote.addr;
+    wr.wr.rdma.rkey = remote.rkey;
     ibv_send_wr *bad_wr = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
 
     step(7, "poll the completion queue until the WRITE completes");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the RDMA WRITE's completion", dev.ctx.get());
-    while (!done.take(1, wc))
+    while (!completions.take(1, wc))
         if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE into memory that grants only remote read");
+    completions.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE into memory that grants only remote read");
     throw Error("the RDMA WRITE succeeded although the responder granted only remote read",
                 "the responder's memory region must not include IBV_ACCESS_REMOTE_WRITE");
 }
@@ -80,7 +80,7 @@ static void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
-    Completions done(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
+    Completions completions(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
@@ -92,32 +92,32 @@ static void run(const Args &args, const Options &opt)
     // device: mlx5 treats it as 1, Soft-RoCE never sends the READ. So: at least 1.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the responder (rdma_read_responder)",
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_read_responder)",
                                       rd_atomic, ResourceKind::mmap);
-    const ResourceDescriptor &mmap = x.resource;
-    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
-         mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
+    const ResourceDescriptor &remote = x.resource;
+    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
+         remote.length, remote.rkey, access_to_string(remote.access).c_str());
 
-    const std::uint32_t len = opt.length != 0 ? opt.length : std::min<std::uint32_t>(mmap.length, max_message_length);
+    const std::uint32_t len = opt.length != 0 ? opt.length : std::min<std::uint32_t>(remote.length, max_message_length);
     step(5, "check the READ stays inside what the responder exported and granted");
     //! [range_check]
-    if (len > mmap.length || len > buf.size())
-        throw Error("a READ of " + std::to_string(len) + " bytes would go past the " + std::to_string(mmap.length) +
+    if (len > remote.length || len > buf.size())
+        throw Error("a READ of " + std::to_string(len) + " bytes would go past the " + std::to_string(remote.length) +
                         " bytes the responder exported; nothing was posted",
-                    "read at most the exported length (--length " + std::to_string(mmap.length) + ")");
+                    "read at most the exported length (--length " + std::to_string(remote.length) + ")");
     //! [range_check]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the bytes land, here
     sge.length = len;
     sge.lkey = mr->lkey;
     if (opt.try_write)
-        return try_write(args, dev, qp.get(), cq.get(), done, sge, mmap);
-    if (!(mmap.access & IBV_ACCESS_REMOTE_READ))
-        throw Error("the responder's memory does not grant remote read (access " + access_to_string(mmap.access) + ")",
+        return try_write(args, dev, qp.get(), cq.get(), completions, sge, remote);
+    if (!(remote.access & IBV_ACCESS_REMOTE_READ))
+        throw Error("the responder's memory does not grant remote read (access " + access_to_string(remote.access) + ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_READ");
 
     step(6, "post an RDMA READ of %u bytes at remote addr 0x%llx, rkey 0x%x", len,
-         static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+         static_cast<unsigned long long>(remote.addr), remote.rkey);
     //! [post_read]
     ibv_send_wr wr{};
     wr.wr_id = 1;
@@ -125,8 +125,8 @@ static void run(const Args &args, const Options &opt)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = mmap.addr;  // where they come from, there
-    wr.wr.rdma.rkey = mmap.rkey;
+    wr.wr.rdma.remote_addr = remote.addr;  // where they come from, there
+    wr.wr.rdma.rkey = remote.rkey;
     ibv_send_wr *bad_wr = nullptr;
     check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_READ)");
     //! [post_read]
@@ -134,28 +134,17 @@ static void run(const Args &args, const Options &opt)
     step(7, "poll the completion queue until the READ completes");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the RDMA READ's completion", dev.ctx.get());
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RDMA_READ, "the RDMA READ");
+    completions.check(wc, IBV_WC_RDMA_READ, "the RDMA READ");
     const std::size_t n = strnlen(buf.data(), len);
     result("Read from responder: \"%.*s\"", static_cast<int>(n), buf.data());
 
     step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
-    ibv_send_wr bye{}; // no scatter/gather list: zero bytes (chapter 2)
-    bye.wr_id = goodbye_wr_id;
-    bye.opcode = IBV_WR_SEND;
-    bye.send_flags = IBV_SEND_SIGNALED;
-    check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
-    Waiter bye_waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc))
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
-        else
-            bye_waiter.pause();
-    done.check(wc, IBV_WC_SEND, "the goodbye SEND");
+    say_goodbye(qp.get(), completions, args.timeout_s); // chapter 2, step 8, written out
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");

@@ -43,7 +43,7 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ); // the QP must grant remote read too
-    Completions done(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
@@ -61,24 +61,24 @@ static void run(const Args &args)
     // max_qp_rd_atom; at least 1, because with 0 our QP answers every incoming READ with a NAK.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
     //! [rd_atomic]
-    ResourceDescriptor mmap{};
-    mmap.kind = ResourceKind::mmap;
-    mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    mmap.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
-    mmap.rkey = mr->rkey;
-    mmap.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_read_requester)",
-                                  rd_atomic, &mmap);
+    ResourceDescriptor exported{};
+    exported.kind = ResourceKind::mmap;
+    exported.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    exported.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
+    exported.rkey = mr->rkey;
+    exported.access = access;
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_read_requester)",
+                                  rd_atomic, &exported);
 
     step(6, "wait for the goodbye; the READ itself gives us no completion");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its READ)", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
+    while (!completions.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its READ)");
+    completions.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its READ)");
     result("Responder memory still holds: \"%s\"", args.message.c_str());
     if (std::memcmp(buf.data(), args.message.data(), args.message.size()) != 0)
         throw Error("the exported buffer changed although it grants no remote write", "this should never happen; check dmesg");

@@ -28,22 +28,22 @@ struct Options {
  * device answers each try with an RNR NAK (Receiver Not Ready), and after rnr_retry tries the sender
  * fails with IBV_WC_RNR_RETRY_EXC_ERR. Nothing ever completes here, so our wait runs out.
  */
-static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done)
+static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions)
 {
     step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
-    Exchange x = accept_requester(args, dev, pd, qp, done, "the sender (rdma_send)", 0, nullptr);
+    Exchange x = accept_requester(args, dev, pd, qp, completions, "the sender (rdma_send)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has arrived");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the message from the sender", dev.ctx.get());
-    while (!done.take(1, wc)) // times out: no receive, no completion
-        if (check_poll(ibv_poll_cq(done.cq(), 1, &wc)) == 1)
-            done.keep(wc);
+    while (!completions.take(1, wc)) // times out: no receive, no completion
+        if (check_poll(ibv_poll_cq(completions.cq(), 1, &wc)) == 1)
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV, "the message from the sender");
+    completions.check(wc, IBV_WC_RECV, "the message from the sender");
     throw Error("a message arrived although no receive was posted", "this should never happen; check dmesg");
 }
 
@@ -63,11 +63,11 @@ static void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, 0); // a SEND touches no memory of ours by address: no remote access
-    Completions done(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
+    Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     if (!opt.prepost)
-        return no_prepost_receive(args, dev, pd.get(), qp.get(), done);
+        return no_prepost_receive(args, dev, pd.get(), qp.get(), completions);
 
     step(4, "post a receive for up to %zu bytes BEFORE the sender can send", opt.recv_size);
     //! [post_recv]
@@ -86,17 +86,17 @@ static void run(const Args &args, const Options &opt)
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
     // Every receive we need is posted: from here on the sender may send. Nothing to export (nullptr).
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the sender (rdma_send)", 0, nullptr);
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has arrived");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the message from the sender", dev.ctx.get());
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV, "the message from the sender");
+    completions.check(wc, IBV_WC_RECV, "the message from the sender");
     // byte_len is how many bytes the SEND carried: the buffer holds exactly those.
     result("Got from sender: \"%.*s\"", static_cast<int>(wc.byte_len), buf.data());
 

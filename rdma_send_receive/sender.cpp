@@ -41,14 +41,14 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, 0); // we only send: the receiver may do nothing to our memory
-    Completions done(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
+    Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // The receiver answers (or accepts) only after it has posted its receive: our SEND cannot arrive
     // too early. No READs or atomics (0), and no descriptor to learn: a SEND names no remote memory.
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the receiver (rdma_receive)", 0,
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the receiver (rdma_receive)", 0,
                                       std::nullopt);
 
     step(5, "post a SEND of %zu bytes", args.message.size());
@@ -72,12 +72,12 @@ static void run(const Args &args)
     // Success means the receiver's device acknowledged the message into a posted receive.
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the SEND completion", dev.ctx.get());
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_SEND, "the SEND completion");
+    completions.check(wc, IBV_WC_SEND, "the SEND completion");
     result("Sender has sent: \"%s\"", args.message.c_str());
 
     // No goodbye: this SEND was the last message. The receiver keeps its QP a moment after it, so that

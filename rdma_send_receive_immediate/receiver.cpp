@@ -37,12 +37,12 @@ static constexpr std::uint32_t immediate = 0xABCD;
  * (the immediate has to land in a completion), so the sender's SEND is refused (Receiver Not Ready)
  * until its RNR retries run out; nothing ever completes here, and our wait runs out.
  */
-static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done)
+static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions)
 {
     step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
-    Exchange x = accept_requester(args, dev, pd, qp, done, "the sender (rdma_send_immediate)", 0, nullptr);
+    Exchange x = accept_requester(args, dev, pd, qp, completions, "the sender (rdma_send_immediate)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has landed in our receive");
     ibv_wc wc{};
@@ -51,12 +51,12 @@ static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, 
                   "nothing can arrive without a posted receive: the sender's SEND was refused (Receiver Not Ready). "
                   "Failing to submit a receive task prior to the send task results in a fatal failure; run without "
                   "--no-prepost-receive");
-    while (!done.take(1, wc)) // times out: no receive, no completion
-        if (check_poll(ibv_poll_cq(done.cq(), 1, &wc)) == 1)
-            done.keep(wc);
+    while (!completions.take(1, wc)) // times out: no receive, no completion
+        if (check_poll(ibv_poll_cq(completions.cq(), 1, &wc)) == 1)
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV, what);
+    completions.check(wc, IBV_WC_RECV, what);
     throw Error("a message arrived although no receive was posted", "this should never happen; check dmesg");
 }
 
@@ -82,11 +82,11 @@ static void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, 0); // receiving a SEND needs no remote permission: no address of ours is named
-    Completions done(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
+    Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     if (!opt.prepost)
-        return no_prepost_receive(args, dev, pd.get(), qp.get(), done);
+        return no_prepost_receive(args, dev, pd.get(), qp.get(), completions);
 
     step(4, "post a receive for the sender's message, before anyone can send it");
     //! [post_recv]
@@ -108,15 +108,15 @@ static void run(const Args &args, const Options &opt)
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
     // As in chapter 5: our receive is posted, so the sender may send from here on; nothing to export.
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the sender (rdma_send_immediate)", 0, nullptr);
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send_immediate)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has landed in our receive");
     //! [poll_recv]
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the sender's message", dev.ctx.get());
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
     // A message longer than the posted receive: the IB spec (and hardware) says IBV_WC_LOC_LEN_ERR;
@@ -128,7 +128,7 @@ static void run(const Args &args, const Options &opt)
                     "the message was longer than the " + std::to_string(buf.size()) +
                         "-byte receive buffer we posted (--recv-size); post a receive as large as the largest "
                         "message (-s takes up to 256 bytes)");
-    done.check(wc, IBV_WC_RECV, "the receive"); // a SEND with immediate completes as IBV_WC_RECV, too
+    completions.check(wc, IBV_WC_RECV, "the receive"); // a SEND with immediate completes as IBV_WC_RECV, too
     //! [poll_recv]
     info("completion: IBV_WC_RECV, byte_len %u, IBV_WC_WITH_IMM %s", wc.byte_len,
          (wc.wc_flags & IBV_WC_WITH_IMM) ? "set" : "not set");

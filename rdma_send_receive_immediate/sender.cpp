@@ -49,13 +49,13 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, 0); // a SEND needs no remote permission: the receiver may do nothing to our memory
-    Completions done(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
+    Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // As in chapter 5: the receiver answers only once its receive is posted, and exports nothing.
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done,
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
                                       "the receiver (rdma_receive_immediate)", 0, std::nullopt);
 
     step(5, "post a SEND with immediate 0x%x and %zu bytes of data", immediate, args.message.size());
@@ -81,9 +81,9 @@ static void run(const Args &args)
     step(6, "poll the completion queue until the receiver has acknowledged the SEND");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the SEND with immediate completion", dev.ctx.get());
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
     //! [send_errors]
@@ -98,7 +98,7 @@ static void run(const Args &args)
         hint = "the receive buffer the receiver posted is too small for our " + std::to_string(args.message.size()) +
                "-byte message; it must post a receive at least that large (its --recv-size), or send less with -s";
     try {
-        done.check(wc, IBV_WC_SEND, "the SEND with immediate"); // the sender's opcode is plain IBV_WC_SEND
+        completions.check(wc, IBV_WC_SEND, "the SEND with immediate"); // the sender's opcode is plain IBV_WC_SEND
     } catch (const Error &e) {
         throw Error(e.what(), hint.empty() ? e.hint() : hint);
     }

@@ -26,7 +26,7 @@ static constexpr std::uint64_t notify_value = 0xD0CA;
 static constexpr std::uint64_t done_value = UINT64_MAX;
 
 /** One 8-byte RDMA WRITE (notify-set) or READ (get) of the remote event: post it, poll until it completes. */
-static void post_event_op(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions &done, const ibv_mr *mr, char *local,
+static void post_event_op(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions &completions, const ibv_mr *mr, char *local,
                           const ResourceDescriptor &event, ibv_wr_opcode opcode)
 {
     const bool notify_set = opcode == IBV_WR_RDMA_WRITE;
@@ -50,12 +50,12 @@ static void post_event_op(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions 
     const char *what = notify_set ? "the notify-set (RDMA WRITE)" : "the get (RDMA READ)";
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, what, qp->context);
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, notify_set ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, what);
+    completions.check(wc, notify_set ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, what);
     //! [post_event_op]
 }
 
@@ -76,13 +76,13 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
-    Completions done(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
+    Completions completions(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its sync-event descriptor"
                         : "exchange descriptors with the responder and get its sync-event descriptor");
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16)); // for the READs
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the responder (rdma_sync_event_responder)",
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_sync_event_responder)",
                                       rd_atomic, ResourceKind::sync_event);
     const ResourceDescriptor &event = x.resource;
     info("sync event at addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(event.addr),
@@ -104,7 +104,7 @@ static void run(const Args &args)
 
     step(5, "notify-set: RDMA WRITE 0x%llx into the remote event", static_cast<unsigned long long>(notify_value));
     std::memcpy(set, &notify_value, sizeof notify_value);
-    post_event_op(args, qp.get(), cq.get(), done, mr.get(), set, event, IBV_WR_RDMA_WRITE);
+    post_event_op(args, qp.get(), cq.get(), completions, mr.get(), set, event, IBV_WR_RDMA_WRITE);
 
     step(6, "get: RDMA READ the event until the responder has moved it past 0x%llx",
          static_cast<unsigned long long>(notify_value));
@@ -113,7 +113,7 @@ static void run(const Args &args)
     Waiter waiter(args.timeout_s, "the sync event to pass 0xd0ca (the responder signals 0xd0cb)",
                   "the responder is stopped or gone; check its output");
     for (;;) {
-        post_event_op(args, qp.get(), cq.get(), done, mr.get(), got, event, IBV_WR_RDMA_READ);
+        post_event_op(args, qp.get(), cq.get(), completions, mr.get(), got, event, IBV_WR_RDMA_READ);
         std::memcpy(&value, got, sizeof value);
         if (value != last) {
             result("Received sync event value 0x%llx", static_cast<unsigned long long>(value));
@@ -127,24 +127,11 @@ static void run(const Args &args)
 
     step(7, "notify-set the completion value UINT64_MAX");
     std::memcpy(set, &done_value, sizeof done_value);
-    post_event_op(args, qp.get(), cq.get(), done, mr.get(), set, event, IBV_WR_RDMA_WRITE);
+    post_event_op(args, qp.get(), cq.get(), completions, mr.get(), set, event, IBV_WR_RDMA_WRITE);
     result("Remote sync event has been notified for completion successfully");
 
     step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");
-    ibv_send_wr bye{}; // no scatter/gather list: zero bytes (chapter 2)
-    bye.wr_id = goodbye_wr_id;
-    bye.opcode = IBV_WR_SEND;
-    bye.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
-    ibv_wc wc{};
-    Waiter bye_waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc))
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
-        else
-            bye_waiter.pause();
-    done.check(wc, IBV_WC_SEND, "the goodbye SEND");
+    say_goodbye(qp.get(), completions, args.timeout_s); // chapter 2, step 8, written out
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");

@@ -78,7 +78,7 @@ static void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE); // the QP must grant both too
-    Completions done(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
@@ -103,7 +103,7 @@ static void run(const Args &args, const Options &opt)
     se.length = sizeof(std::uint64_t);
     se.rkey = mr->rkey;
     se.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_sync_event_requester)",
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_sync_event_requester)",
                                   rd_atomic, &se);
 
     step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
@@ -122,12 +122,12 @@ static void run(const Args &args, const Options &opt)
     step(9, "wait for the goodbye, then release the event");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND)", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
+    while (!completions.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND)");
+    completions.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND)");
 
     step(10, args.use_cm ? "disconnect from the requester (RDMA CM)"
                          : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");

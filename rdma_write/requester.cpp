@@ -96,10 +96,10 @@ static void run(const Args &args)
     check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
              "ibv_modify_qp(INIT)");
     //! [create_qp]
-    Completions done(cq.get()); // our poll loops find each completion by its wr_id (step 7)
+    Completions completions(cq.get()); // our poll loops find each completion by its wr_id (step 7)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    ResourceDescriptor mmap{}; // where the responder lets us write, from a file or in-band
+    ResourceDescriptor remote{}; // where the responder lets us write, from a file or in-band
     CmConnection cm;           // -cm only: the RDMA CM connection, closed before the QP
     if (args.use_cm) {
         step(4, "connect to the responder with RDMA CM (%s port %u); the CM moves the QP to RTR and RTS",
@@ -107,11 +107,11 @@ static void run(const Args &args)
         //! [cm_connect]
         // RDMA CM carries QPN, PSN and GID in its own handshake (cm.hpp). The responder SENDs its mmap
         // descriptor the moment it accepts, so our receive for it is posted first (a QP in INIT takes it).
-        DescriptorReceive mmap_text(pd.get(), qp.get());
+        DescriptorReceive remote_text(pd.get(), qp.get());
         cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp.get()); // resolve, connect, then RTR/RTS with the CM's attributes
         //! [cm_connect]
         step(5, "receive the responder's mmap descriptor, which it SENDs right after accepting");
-        mmap = parse_resource_descriptor(mmap_text.wait(done, args.timeout_s), "the responder's SEND", ResourceKind::mmap);
+        remote = parse_resource_descriptor(remote_text.wait(completions, args.timeout_s), "the responder's SEND", ResourceKind::mmap);
     } else {
         step(4, "publish our connection descriptor and wait for the responder's answer");
         //! [exchange]
@@ -122,25 +122,25 @@ static void run(const Args &args)
              gid_to_string(local.gid).c_str());
         // The responder answers once its QP is ready to receive (RTR), naming our nonce: stale files are ignored.
         const std::string peer = "the responder (rdma_write_responder)";
-        const ConnectionDescriptor remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
-        info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
-        mmap = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce}, ResourceKind::mmap);
+        const ConnectionDescriptor peer_qp = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
+        info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", peer_qp.qp_num, peer_qp.psn, gid_to_string(peer_qp.gid).c_str());
+        remote = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce}, ResourceKind::mmap);
         //! [exchange]
 
         step(5, "move the QP INIT -> RTR -> RTS");
         //! [modify_qp]
         attr = {};
         attr.qp_state = IBV_QPS_RTR;        // Ready To Receive: needs to know the peer
-        attr.path_mtu = path_mtu(dev, remote.mtu); // largest packet payload both sides support
-        attr.dest_qp_num = remote.qp_num;   // the peer's QP, from its descriptor
-        attr.rq_psn = remote.psn;           // the first sequence number the peer will send
+        attr.path_mtu = path_mtu(dev, peer_qp.mtu); // largest packet payload both sides support
+        attr.dest_qp_num = peer_qp.qp_num;   // the peer's QP, from its descriptor
+        attr.rq_psn = peer_qp.psn;           // the first sequence number the peer will send
         attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
         attr.min_rnr_timer = 12;            // a code: 0.64 ms before a sender retries a SEND we had no receive for
         attr.ah_attr.is_global = 1;         // RoCE routes by GID, so every packet carries a global route header
-        attr.ah_attr.grh.dgid = remote.gid; // the peer's GID (on RoCE, built from its IP address)
+        attr.ah_attr.grh.dgid = peer_qp.gid; // the peer's GID (on RoCE, built from its IP address)
         attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
         attr.ah_attr.grh.hop_limit = 64;    // like an IP TTL
-        attr.ah_attr.dlid = remote.lid;     // InfiniBand only; 0 on RoCE
+        attr.ah_attr.dlid = peer_qp.lid;     // InfiniBand only; 0 on RoCE
         attr.ah_attr.port_num = dev.port;
         check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
@@ -159,18 +159,18 @@ static void run(const Args &args)
         //! [modify_qp]
         trace_qp_timers(qp.get()); // -v: what the QP now holds
     }
-    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
-         mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
+    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
+         remote.length, remote.rkey, access_to_string(remote.access).c_str());
     // Stay inside what the peer exported, and ask only for what it granted: check before posting.
-    if (args.message.size() > mmap.length)
+    if (args.message.size() > remote.length)
         throw Error("the string is " + std::to_string(args.message.size()) + " bytes but the responder exported only " +
-                        std::to_string(mmap.length), "write a shorter string with -w");
-    if (!(mmap.access & IBV_ACCESS_REMOTE_WRITE))
-        throw Error("the responder's memory does not grant remote write (access " + access_to_string(mmap.access) + ")",
+                        std::to_string(remote.length), "write a shorter string with -w");
+    if (!(remote.access & IBV_ACCESS_REMOTE_WRITE))
+        throw Error("the responder's memory does not grant remote write (access " + access_to_string(remote.access) + ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_WRITE");
 
     step(6, "post an RDMA WRITE of %zu bytes to remote addr 0x%llx, rkey 0x%x", args.message.size(),
-         static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+         static_cast<unsigned long long>(remote.addr), remote.rkey);
     //! [post_write]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // local source...
@@ -182,8 +182,8 @@ static void run(const Args &args)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = mmap.addr; // where in the responder's memory...
-    wr.wr.rdma.rkey = mmap.rkey;        // ...and the key it handed out for it
+    wr.wr.rdma.remote_addr = remote.addr; // where in the responder's memory...
+    wr.wr.rdma.rkey = remote.rkey;        // ...and the key it handed out for it
     ibv_send_wr *bad_wr = nullptr;
     check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
     //! [post_write]
@@ -194,12 +194,12 @@ static void run(const Args &args)
     // ours by wr_id, and keep any other completion for the wait that wants it.
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the RDMA WRITE's completion", dev.ctx.get());
-    while (!done.take(1, wc))            // polled already (and kept)?
+    while (!completions.take(1, wc))            // polled already (and kept)?
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);               // one completion, whichever it is: keep it, take() looks again
+            completions.keep(wc);               // one completion, whichever it is: keep it, take() looks again
         else
             waiter.pause();              // nothing yet: give the CPU away; give up after -t seconds
-    done.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE"); // status, opcode; a flush names its cause
+    completions.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE"); // status, opcode; a flush names its cause
     //! [poll]
     result("Requester has written: \"%s\"", args.message.c_str());
 
@@ -211,12 +211,12 @@ static void run(const Args &args)
     bye.send_flags = IBV_SEND_SIGNALED;
     check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
     Waiter bye_waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc))
+    while (!completions.take(goodbye_wr_id, wc))
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             bye_waiter.pause();
-    done.check(wc, IBV_WC_SEND, "the goodbye SEND"); // its ACK came back: the responder has it
+    completions.check(wc, IBV_WC_SEND, "the goodbye SEND"); // its ACK came back: the responder has it
     //! [goodbye]
 
     if (args.use_cm) {

@@ -50,7 +50,7 @@ static void run(const Args &args)
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     // The QP must allow remote write too: the MR and the QP each have to grant it.
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE);
-    Completions done(cq.get()); // our poll loop finds each completion by its wr_id
+    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye before anyone can send it");
@@ -65,13 +65,13 @@ static void run(const Args &args)
 
     // What we export: exactly the registered range, remote write only. It reaches the requester in a
     // file (-m) or, with -cm, in a SEND over the new connection.
-    ResourceDescriptor mmap{};
-    mmap.kind = ResourceKind::mmap;
-    mmap.nonce = new_nonce();
-    mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    mmap.length = static_cast<std::uint32_t>(buf.size());
-    mmap.rkey = mr->rkey;
-    mmap.access = access;
+    ResourceDescriptor exported{};
+    exported.kind = ResourceKind::mmap;
+    exported.nonce = new_nonce();
+    exported.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    exported.length = static_cast<std::uint32_t>(buf.size());
+    exported.rkey = mr->rkey;
+    exported.access = access;
 
     CmConnection cm; // -cm only: the RDMA CM connection, closed before the QP
     if (args.use_cm) {
@@ -84,7 +84,7 @@ static void run(const Args &args)
         //! [cm_accept]
         step(6, "export the buffer: SEND our mmap descriptor over the new connection");
         // The requester posted its receive for this before connecting, so the SEND finds it.
-        send_descriptor(pd.get(), qp.get(), done, format_descriptor(mmap), args.timeout_s);
+        send_descriptor(pd.get(), qp.get(), completions, format_descriptor(exported), args.timeout_s);
     } else {
         step(5, "wait for the requester's connection descriptor, then move the QP to RTR and RTS");
         const ConnectionDescriptor remote = wait_for_connection_descriptor(
@@ -98,9 +98,9 @@ static void run(const Args &args)
         //! [export]
         // Only now, with the QP ready to receive, do we answer: whatever the requester posts after reading
         // these files finds a QP that accepts it. peer_nonce ties the answer to this requester.
-        mmap.peer_nonce = remote.nonce;
-        write_descriptor_file(args.resource_descriptor_path, format_descriptor(mmap));
-        ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, mmap.nonce);
+        exported.peer_nonce = remote.nonce;
+        write_descriptor_file(args.resource_descriptor_path, format_descriptor(exported));
+        ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, exported.nonce);
         local.peer_nonce = remote.nonce;
         write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
         //! [export]
@@ -113,12 +113,12 @@ static void run(const Args &args)
     // wait kept the goodbye's completion, and take() finds it here.
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its WRITE)", dev.ctx.get());
-    while (!done.take(goodbye_wr_id, wc))
+    while (!completions.take(goodbye_wr_id, wc))
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its WRITE)");
+    completions.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its WRITE)");
     //! [goodbye]
 
     step(8, "read what the requester wrote into our memory");

@@ -43,26 +43,26 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
-    Completions done(cq.get());   // our poll loop finds each completion by its wr_id (chapter 2)
+    Completions completions(cq.get());   // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), done, "the responder (rdma_write_immediate_responder)",
+    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_write_immediate_responder)",
                                       0, ResourceKind::mmap);
-    const ResourceDescriptor &mmap = x.resource;
-    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(mmap.addr),
-         mmap.length, mmap.rkey, access_to_string(mmap.access).c_str());
-    if (args.message.size() > mmap.length)
+    const ResourceDescriptor &remote = x.resource;
+    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
+         remote.length, remote.rkey, access_to_string(remote.access).c_str());
+    if (args.message.size() > remote.length)
         throw Error("the string is " + std::to_string(args.message.size()) + " bytes but the responder exported only " +
-                        std::to_string(mmap.length),
+                        std::to_string(remote.length),
                     "write a shorter string with -w");
-    if (!(mmap.access & IBV_ACCESS_REMOTE_WRITE))
-        throw Error("the responder's memory does not grant remote write (access " + access_to_string(mmap.access) + ")",
+    if (!(remote.access & IBV_ACCESS_REMOTE_WRITE))
+        throw Error("the responder's memory does not grant remote write (access " + access_to_string(remote.access) + ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_WRITE");
 
     step(5, "post an RDMA WRITE with immediate 0x%x of %zu bytes to remote addr 0x%llx, rkey 0x%x", immediate,
-         args.message.size(), static_cast<unsigned long long>(mmap.addr), mmap.rkey);
+         args.message.size(), static_cast<unsigned long long>(remote.addr), remote.rkey);
     //! [post_write_imm]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
@@ -75,8 +75,8 @@ static void run(const Args &args)
     wr.sg_list = &sge;
     wr.num_sge = args.message.empty() ? 0 : 1;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = mmap.addr;
-    wr.wr.rdma.rkey = mmap.rkey;
+    wr.wr.rdma.remote_addr = remote.addr;
+    wr.wr.rdma.rkey = remote.rkey;
     ibv_send_wr *bad_wr = nullptr;
     check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE_WITH_IMM)");
     //! [post_write_imm]
@@ -84,12 +84,12 @@ static void run(const Args &args)
     step(6, "poll the completion queue until the WRITE completes");
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the completion of the RDMA WRITE with immediate", dev.ctx.get());
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE with immediate"); // our side: IBV_WC_RDMA_WRITE, no "IMM"
+    completions.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE with immediate"); // our side: IBV_WC_RDMA_WRITE, no "IMM"
     result("Requester has written: \"%s\" with immediate 0x%x", args.message.c_str(), immediate);
     // No goodbye, unlike rdma_write: the immediate already gave the responder its completion, and on
     // RC that completion comes only after the written bytes are in its memory. The responder keeps its

@@ -35,25 +35,25 @@ struct Options {
  * consume, our device answers "Receiver Not Ready", and the requester, after rnr_retry retries, fails
  * with IBV_WC_RNR_RETRY_EXC_ERR. We wait for a completion that cannot come, until -t.
  */
-static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
-                               ResourceDescriptor &mmap)
+static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
+                               ResourceDescriptor &exported)
 {
     step(4, "(demonstration) post NO receive: the WRITE with immediate will find nothing to consume");
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    Exchange x = accept_requester(args, dev, pd, qp, done, "the requester (rdma_write_immediate_requester)", 0, &mmap);
+    Exchange x = accept_requester(args, dev, pd, qp, completions, "the requester (rdma_write_immediate_requester)", 0, &exported);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     const std::string what = "the requester's RDMA WRITE with immediate, which cannot complete here: "
                              "--no-prepost-receive posted no receive for it to consume";
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, what, dev.ctx.get());
-    while (!done.take(1, wc))
-        if (check_poll(ibv_poll_cq(done.cq(), 1, &wc)) == 1)
-            done.keep(wc);
+    while (!completions.take(1, wc))
+        if (check_poll(ibv_poll_cq(completions.cq(), 1, &wc)) == 1)
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV_RDMA_WITH_IMM, what);
+    completions.check(wc, IBV_WC_RECV_RDMA_WITH_IMM, what);
     throw Error("a receive completed although none was posted", "this should never happen; check dmesg");
 }
 
@@ -70,23 +70,23 @@ static void run(const Args &args, const Options &opt)
     // DOCA's table, as rdma_write: local read/write + remote write on the mmap and the QP.
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
-    ResourceDescriptor mmap{}; // what we export in step 5: exactly the registered range
-    mmap.kind = ResourceKind::mmap;
-    mmap.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    mmap.length = static_cast<std::uint32_t>(buf.size());
-    mmap.rkey = mr->rkey;
-    mmap.access = access;
+    ResourceDescriptor exported{}; // what we export in step 5: exactly the registered range
+    exported.kind = ResourceKind::mmap;
+    exported.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    exported.length = static_cast<std::uint32_t>(buf.size());
+    exported.rkey = mr->rkey;
+    exported.access = access;
 
     step(3, "create a completion queue and an RC queue pair that accepts remote writes, and move it to INIT");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE); // the QP must grant remote write too
-    Completions done(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     if (!opt.prepost)
-        return no_prepost_receive(args, dev, pd.get(), qp.get(), done, mmap);
+        return no_prepost_receive(args, dev, pd.get(), qp.get(), completions, exported);
     step(4, "post a receive for the immediate BEFORE we publish anything");
     //! [post_recv]
     // The WRITE with immediate consumes one receive from our queue. Posted before our descriptors
@@ -101,8 +101,8 @@ static void run(const Args &args, const Options &opt)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), done, "the requester (rdma_write_immediate_requester)",
-                                  0, &mmap);
+    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_write_immediate_requester)",
+                                  0, &exported);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     //! [poll_imm]
@@ -110,12 +110,12 @@ static void run(const Args &args, const Options &opt)
     // may come before our descriptor SEND's own completion (chapter 2): that wait kept it for us.
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the requester's RDMA WRITE with immediate", dev.ctx.get());
-    while (!done.take(1, wc)) // the poll loop of chapter 2
+    while (!completions.take(1, wc)) // the poll loop of chapter 2
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            done.keep(wc);
+            completions.keep(wc);
         else
             waiter.pause();
-    done.check(wc, IBV_WC_RECV_RDMA_WITH_IMM, "the requester's RDMA WRITE with immediate");
+    completions.check(wc, IBV_WC_RECV_RDMA_WITH_IMM, "the requester's RDMA WRITE with immediate");
     if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != immediate)
         throw Error("the completion carries no immediate 0xabcd", "is the peer rdma_write_immediate_requester?");
     //! [poll_imm]

@@ -1,4 +1,4 @@
-/** @file completions.cpp @brief Completions found by wr_id; the device's asynchronous events. */
+/** @file completions.cpp @brief Completions found by wr_id; a flush reported through its cause. */
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/completions.hpp>
 #include <rdma_samples/log.hpp>
@@ -23,34 +23,27 @@ namespace {
  */
 int reorder_ms()
 {
-    const char *v = std::getenv("RDMA_SAMPLES_TEST_REORDER_CQ");
-    return v != nullptr ? std::atoi(v) : 0;
+    static const int ms = [] {
+        const char *v = std::getenv("RDMA_SAMPLES_TEST_REORDER_CQ");
+        return v != nullptr ? std::atoi(v) : 0;
+    }(); // read once, at the first wait
+    return ms;
 }
 
-void reorder_for_test(Completions &done, int ms)
+void reorder_for_test(Completions &completions, int ms)
 {
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     std::vector<ibv_wc> all;
     ibv_wc wc{};
-    while (check_poll(ibv_poll_cq(done.cq(), 1, &wc)) == 1)
+    while (check_poll(ibv_poll_cq(completions.cq(), 1, &wc)) == 1)
         all.push_back(wc);
     for (auto it = all.rbegin(); it != all.rend(); ++it)
-        done.keep(*it);
+        completions.keep(*it);
     if (all.size() > 1)
         trace("test: %zu completions kept newest first", all.size());
 }
 
 } // namespace
-
-std::optional<ibv_wc> Completions::take(std::uint64_t wr_id)
-{
-    const auto it = std::find_if(kept_.begin(), kept_.end(), [&](const ibv_wc &wc) { return wc.wr_id == wr_id; });
-    if (it == kept_.end())
-        return std::nullopt;
-    const ibv_wc wc = *it;
-    kept_.erase(it);
-    return wc;
-}
 
 bool Completions::take(std::uint64_t wr_id, ibv_wc &wc)
 {
@@ -58,10 +51,12 @@ bool Completions::take(std::uint64_t wr_id, ibv_wc &wc)
         reordered_for_ = wr_id;
         reorder_for_test(*this, ms);
     }
-    const std::optional<ibv_wc> found = take(wr_id);
-    if (found)
-        wc = *found;
-    return found.has_value();
+    const auto it = std::find_if(kept_.begin(), kept_.end(), [&](const ibv_wc &k) { return k.wr_id == wr_id; });
+    if (it == kept_.end())
+        return false;
+    wc = *it;
+    kept_.erase(it);
+    return true;
 }
 
 void Completions::check(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what) const

@@ -26,13 +26,13 @@ DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descript
     check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(descriptor, " + std::to_string(buf_.size()) + " bytes)");
 }
 
-std::string DescriptorReceive::wait(Completions &done, int timeout_s)
+std::string DescriptorReceive::wait(Completions &completions, int timeout_s)
 {
-    const ibv_wc wc = done.wait(descriptor_recv_wr_id, IBV_WC_RECV, timeout_s, "the peer's descriptor (a SEND right after connecting)");
+    const ibv_wc wc = completions.wait(descriptor_recv_wr_id, IBV_WC_RECV, timeout_s, "the peer's descriptor (a SEND right after connecting)");
     return std::string(buf_.data(), wc.byte_len);
 }
 
-void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::string &text, int timeout_s)
+void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std::string &text, int timeout_s)
 {
     if (text.size() > max_descriptor_text)
         throw Error("the descriptor is " + std::to_string(text.size()) + " bytes, more than the peer's receive holds",
@@ -53,10 +53,10 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::strin
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, descriptor)");
-    done.wait(descriptor_wr_id, IBV_WC_SEND, timeout_s, "the descriptor SEND");
+    completions.wait(descriptor_wr_id, IBV_WC_SEND, timeout_s, "the descriptor SEND");
 }
 
-Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
                            const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
 {
     Exchange x;
@@ -67,7 +67,7 @@ Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, i
             text.emplace(pd, qp);
         x.cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp, max_rd_atomic);
         if (text) {
-            x.resource = parse_resource_descriptor(text->wait(done, args.timeout_s), peer + "'s SEND", *resource);
+            x.resource = parse_resource_descriptor(text->wait(completions, args.timeout_s), peer + "'s SEND", *resource);
             info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
         }
         return x;
@@ -87,7 +87,7 @@ Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, i
     return x;
 }
 
-Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
                           const std::string &peer, int max_dest_rd_atomic, ResourceDescriptor *resource)
 {
     Exchange x;
@@ -96,7 +96,7 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
         if (resource) {
             resource->nonce = new_nonce();
             // The requester posted its receive for this before it connected: the SEND finds it.
-            send_descriptor(pd, qp, done, format_descriptor(*resource), args.timeout_s);
+            send_descriptor(pd, qp, completions, format_descriptor(*resource), args.timeout_s);
             info("sent our %s descriptor in-band: addr 0x%llx, length %u, rkey 0x%x, access %s",
                  resource_kind_name(resource->kind), static_cast<unsigned long long>(resource->addr), resource->length,
                  resource->rkey, access_to_string(resource->access).c_str());
@@ -123,6 +123,17 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
     info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
          gid_to_string(local.gid).c_str());
     return x;
+}
+
+void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s)
+{
+    ibv_send_wr bye{}; // no scatter/gather list: zero bytes
+    bye.wr_id = goodbye_wr_id;
+    bye.opcode = IBV_WR_SEND;
+    bye.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad_wr = nullptr;
+    check_rc(ibv_post_send(qp, &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
+    completions.wait(goodbye_wr_id, IBV_WC_SEND, timeout_s, "the goodbye SEND's completion");
 }
 
 void close_as_responder(Exchange &x, int timeout_s)

@@ -36,7 +36,6 @@ inline constexpr std::uint64_t descriptor_wr_id = 0xde5c; ///< -cm: the SEND of 
 /// -cm: the receive of the peer's resource descriptor. Not the SEND's wr_id: a side that sends a
 /// descriptor and receives one (rdma_bench) must not take the peer's for its own SEND's completion.
 inline constexpr std::uint64_t descriptor_recv_wr_id = 0xde5d;
-inline constexpr std::uint64_t drain_wr_id = 0xd4a1;      ///< the marker that shows a queue is drained
 /// @}
 
 /** @brief The completions of one CQ, sorted by wr_id. */
@@ -66,22 +65,17 @@ public:
      */
     void keep(const ibv_wc &wc) { kept_.push_back(wc); }
 
-    /**
-     * @brief Take the kept completion of @p wr_id, if one was kept (the oldest, if several).
-     * @param wr_id the work request
-     * @return the completion, now no longer kept, or nothing
-     */
-    std::optional<ibv_wc> take(std::uint64_t wr_id);
 
     /**
      * @brief The samples' poll loop asks this first: has the completion of @p wr_id been polled yet?
      *
-     *     while (!done.take(1, wc))
+     *     while (!completions.take(1, wc))
      *         if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
-     *             done.keep(wc);
+     *             completions.keep(wc);
      *         else
      *             waiter.pause();
      * @param wr_id the work request waited for
+     * The oldest kept one is taken when several share the wr_id (a request posted again).
      * @param wc    set to its completion when it has been polled
      * @return true when it has (and it is no longer kept)
      */

@@ -42,11 +42,11 @@ public:
     DescriptorReceive(ibv_pd *pd, ibv_qp *qp);
     /**
      * @brief Wait (bounded) for the receive's completion (wr_id descriptor_recv_wr_id).
-     * @param done      the QP's CQ's completions
+     * @param completions      the QP's CQ's completions
      * @param timeout_s the bound
      * @return the text received
      */
-    std::string wait(Completions &done, int timeout_s);
+    std::string wait(Completions &completions, int timeout_s);
 
 private:
     Buffer buf_;
@@ -56,13 +56,13 @@ private:
 /**
  * @brief SEND @p text (a descriptor) on the connected @p qp and wait for its completion.
  * The peer may answer (its goodbye SEND, say) before this SEND's ACK comes back: its message then
- * completes first, and @p done keeps it for the wait that wants it.
+ * completes first, and @p completions keeps it for the wait that wants it.
  * @param pd,qp      our protection domain and QP
- * @param done       the QP's CQ's completions (wr_id descriptor_wr_id)
+ * @param completions       the QP's CQ's completions (wr_id descriptor_wr_id)
  * @param text       what format_descriptor() returned
  * @param timeout_s  bound for the completion
  */
-void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &done, const std::string &text, int timeout_s);
+void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std::string &text, int timeout_s);
 
 /**
  * @brief How the requester and responder found each other: by descriptor files or, with `-cm`, by
@@ -89,13 +89,13 @@ struct Exchange {
  * @param dev           our device
  * @param pd            our protection domain (-cm: for the descriptor's receive buffer)
  * @param qp            our QP, in INIT (qp_to_init(), in the sample)
- * @param done          its CQ's completions (-cm: where the descriptor arrives)
+ * @param completions          its CQ's completions (-cm: where the descriptor arrives)
  * @param peer          who answers, for messages, e.g. "the responder (rdma_read_responder)"
  * @param max_rd_atomic READs/atomics we may have in flight at the responder (0 if none)
  * @param resource      the kind of descriptor the responder exports, or none (send/receive)
  * @return the exchange; its resource is filled in when @p resource was given
  */
-Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
                            const std::string &peer, int max_rd_atomic = 0,
                            std::optional<ResourceKind> resource = std::nullopt);
 
@@ -113,14 +113,28 @@ Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, i
  * @param pd                 our protection domain (-cm: for the descriptor's send buffer)
  * @param qp                 our QP, in INIT (qp_to_init(), in the sample), with every receive it needs
  *                           already posted
- * @param done               its CQ's completions (-cm: where the descriptor's SEND completes)
+ * @param completions               its CQ's completions (-cm: where the descriptor's SEND completes)
  * @param peer               who publishes first, for messages, e.g. "the requester (rdma_read_requester)"
  * @param max_dest_rd_atomic READs/atomics the requester may have in flight at us (0 if none)
  * @param resource           the memory we export, or nullptr; its nonces are filled in here
  * @return the exchange
  */
-Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &done,
+Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
                           const std::string &peer, int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
+
+/**
+ * @brief The requester's goodbye, as rdma_write/requester.cpp's step 8 writes it out: post a
+ * zero-length SEND (wr_id goodbye_wr_id, no scatter/gather list), which consumes the receive the
+ * responder posted before it could be reached, and wait (bounded) for its completion.
+ *
+ * On RC the SEND arrives after every request posted before it on the same QP, so its arrival tells
+ * the responder that our WRITEs, READs or atomics are complete in its memory. Its completion on our
+ * side means its ACK came back: the responder has it.
+ * @param qp          our QP, at RTS
+ * @param completions its CQ's completions
+ * @param timeout_s   the bound (-t)
+ */
+void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s);
 
 /**
  * @brief The responder's end of the connection, once the requester's last message has arrived.
