@@ -14,6 +14,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>
@@ -123,9 +124,9 @@ static void run(const Args &args, const Options &opt)
     // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_atomic_responder)",
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_atomic_responder)",
                                       rd_atomic, ResourceKind::mmap);
-    const ResourceDescriptor &counter = x.resource;
+    const ResourceDescriptor &counter = exchange.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(counter.addr),
          counter.length, counter.rkey, access_to_string(counter.access).c_str());
 
@@ -139,16 +140,19 @@ static void run(const Args &args, const Options &opt)
         throw Error(std::string("remote address ") + addr + " is not 8-byte aligned; nothing was posted",
                     "atomics work on a naturally aligned 64-bit word; the responder must export an aligned counter");
     if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC)) {
-        if (opt.ignore_access)
-            return ignore_access(args, opt, qp.get(), cq.get(), completions, mr.get(), counter); // post it anyway
+        if (opt.ignore_access) {
+            ignore_access(args, opt, qp.get(), cq.get(), completions, mr.get(), counter); // post it anyway
+            return;
+        }
         throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) + ")",
                     "the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC");
     }
     //! [checks]
 
     std::optional<std::uint64_t> now; // the counter's value after our last operation
+    int next_step = 6;                 // --op picks one operation or both: the steps stay consecutive
     if (opt.fetch_add) {
-        step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
+        step(next_step++, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
         const std::uint64_t old =
             post_atomic(args, qp.get(), cq.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
         now = old + opt.add;
@@ -157,7 +161,7 @@ static void run(const Args &args, const Options &opt)
     }
     if (opt.compare_swap) {
         const std::uint64_t expect = opt.compare.value_or(now.value_or(0));
-        step(7, "post an atomic compare-and-swap: if the counter is %llu, make it %llu", static_cast<unsigned long long>(expect),
+        step(next_step++, "post an atomic compare-and-swap: if the counter is %llu, make it %llu", static_cast<unsigned long long>(expect),
              static_cast<unsigned long long>(opt.swap));
         const std::uint64_t found =
             post_atomic(args, qp.get(), cq.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, opt.swap);
@@ -170,12 +174,12 @@ static void run(const Args &args, const Options &opt)
     }
     result("Expected final counter value: %llu", static_cast<unsigned long long>(*now));
 
-    step(8, "say goodbye with a zero-length SEND, so the responder may read its counter");
+    step(next_step++, "say goodbye with a zero-length SEND, so the responder may read its counter");
     say_goodbye(qp.get(), completions, args.timeout_s); // chapter 2, step 8, written out
 
     if (args.use_cm) {
-        step(9, "disconnect: RDMA CM tells the responder we are done");
-        cm_disconnect(x.cm, args.timeout_s);
+        step(next_step, "disconnect: RDMA CM tells the responder we are done");
+        cm_disconnect(exchange.cm, args.timeout_s);
     }
 }
 

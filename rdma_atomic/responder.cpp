@@ -13,6 +13,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>
@@ -90,7 +91,7 @@ static void run(const Args &args, const Options &opt)
     counter.length = sizeof(std::uint64_t); // exactly the counter
     counter.rkey = mr->rkey;
     counter.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_atomic_requester)",
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_atomic_requester)",
                                   rd_atomic, &counter);
 
     step(6, "wait for the goodbye; the atomics themselves give us no completion");
@@ -108,7 +109,7 @@ static void run(const Args &args, const Options &opt)
 
     step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
-    close_as_responder(x, args.timeout_s);
+    close_as_responder(exchange, args.timeout_s);
 }
 
 int main(int argc, char **argv)

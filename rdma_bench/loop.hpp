@@ -71,7 +71,7 @@ inline ibv_wc_opcode sent_opcode(Op op)
 /** @brief Everything the measuring loops touch, on either side. */
 struct Loop {
     /**
-     * @param opt    the knobs
+     * @param knobs  the knobs
      * @param q      the QP, at RTS
      * @param w      how to wait for its completions
      * @param op_wr  the operation (operation_wr())
@@ -79,10 +79,10 @@ struct Loop {
      * @param land   where the peer's WRITEs and messages land
      * @param key    our memory region's lkey
      */
-    Loop(const Options &opt, ibv_qp *q, CompletionWaiter w, const ibv_send_wr &op_wr, char *source, char *land,
+    Loop(const Options &knobs, ibv_qp *q, CompletionWaiter w, const ibv_send_wr &op_wr, char *source, char *land,
          std::uint32_t key)
-        : o(opt), qp(q), waiter(std::move(w)), sq{0, 0, opt.tx_depth, opt.cq_mod}, wr(op_wr),
-          sge{reinterpret_cast<std::uintptr_t>(source), 0, key}, buf(source), landing(land), chain(opt.post_list)
+        : opt(knobs), qp(q), waiter(std::move(w)), sq{0, 0, knobs.tx_depth, knobs.cq_mod}, wr(op_wr),
+          sge{reinterpret_cast<std::uintptr_t>(source), 0, key}, buf(source), landing(land), chain(knobs.post_list)
     {
         wr.sg_list = &sge;
         wr.num_sge = 1;
@@ -90,7 +90,7 @@ struct Loop {
     Loop(const Loop &) = delete;
     Loop &operator=(const Loop &) = delete;
 
-    const Options &o;             ///< the knobs
+    const Options &opt;           ///< the knobs
     ibv_qp *qp;                   ///< the QP
     CompletionWaiter waiter;      ///< busy polling or events, in batches
     SendQueue sq;                 ///< the send queue's slots under selective signaling
@@ -108,25 +108,25 @@ struct Loop {
 //! [post_chain]
 // Post n work requests, linked through `next`, with ONE ibv_post_send(): one call, one doorbell (the
 // write that tells the device there is work) for the whole chain instead of one per request.
-inline void post_chain(Loop &l, std::uint32_t n, std::uint32_t size, std::uint64_t first, std::uint64_t last)
+inline void post_chain(Loop &loop, std::uint32_t n, std::uint32_t size, std::uint64_t first, std::uint64_t last)
 {
-    ibv_send_wr *wr = l.chain.data(); // allocated once: no malloc on the fast path
-    l.sge.length = size;
-    const bool can_inline = size <= l.o.inline_size && l.wr.opcode != IBV_WR_RDMA_READ &&
-                            l.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
+    ibv_send_wr *wr = loop.chain.data(); // allocated once: no malloc on the fast path
+    loop.sge.length = size;
+    const bool can_inline = size <= loop.opt.inline_size && loop.wr.opcode != IBV_WR_RDMA_READ &&
+                            loop.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
     for (std::uint32_t k = 0; k < n; ++k) {
-        const std::uint64_t i = l.sq.posted + k;
-        wr[k] = l.wr;
+        const std::uint64_t i = loop.sq.posted + k;
+        wr[k] = loop.wr;
         wr[k].wr_id = i; // its running number: a completion for it frees every slot up to it
-        wr[k].send_flags = (l.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
+        wr[k].send_flags = (loop.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
         wr[k].next = k + 1 < n ? &wr[k + 1] : nullptr;
     }
     ibv_send_wr *bad = nullptr;
     // Build the error's text only on an error: a std::string per post (malloc, to_string, free) cost
     // ~800 instructions per operation, more than librxe's whole post (callgrind; chapter 9a).
-    if (const int rc = ibv_post_send(l.qp, wr, &bad); rc != 0)
+    if (const int rc = ibv_post_send(loop.qp, wr, &bad); rc != 0)
         rdma_samples::check_rc(rc, "ibv_post_send(" + std::to_string(n) + " work requests)");
-    l.sq.posted += n;
+    loop.sq.posted += n;
 }
 //! [post_chain]
 
@@ -134,39 +134,39 @@ inline void post_chain(Loop &l, std::uint32_t n, std::uint32_t size, std::uint64
  * @brief Take what the CQ has (one batch): a send's completion frees its slot and those of the
  * unsignaled sends before it; a message is counted and its receive replaced; a zero-length SEND is the
  * requester's goodbye (chapter 2), the last message of the receive queue.
- * @param l    the loop's state
+ * @param loop the loop's state
  * @param what what is awaited, for the timeout message
  * @return how many messages were taken (the goodbye not counted)
  */
-inline int take_completions(Loop &l, const char *what)
+inline int take_completions(Loop &loop, const char *what)
 {
     int got = 0;
-    const int n = l.waiter.wait(what);
+    const int n = loop.waiter.wait(what);
     for (int i = 0; i < n; ++i) {
-        const ibv_wc &wc = l.waiter.wc(i);
+        const ibv_wc &wc = loop.waiter.wc(i);
         // wr_id and status are valid in every completion; the opcode only in a successful one. Build
         // a message only on failure: this is the fast path.
         if (wc.wr_id != recv_wr_id) {
-            if (wc.status != IBV_WC_SUCCESS || wc.opcode != sent_opcode(l.o.op))
-                rdma_samples::check_wc(wc, sent_opcode(l.o.op), op_name(l.o.op));
-            l.sq.completed(wc);
+            if (wc.status != IBV_WC_SUCCESS || wc.opcode != sent_opcode(loop.opt.op))
+                rdma_samples::check_wc(wc, sent_opcode(loop.opt.op), op_name(loop.opt.op));
+            loop.sq.completed(wc);
             continue;
         }
         if (wc.status != IBV_WC_SUCCESS || (wc.opcode != IBV_WC_RECV && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM))
             rdma_samples::check_wc(wc, IBV_WC_RECV, "a receive");
         if (wc.opcode == IBV_WC_RECV && wc.byte_len == 0) {
-            l.goodbye = true; // everything the requester sent before it has arrived
+            loop.goodbye = true; // everything the requester sent before it has arrived
             continue;
         }
-        ++l.received;
+        ++loop.received;
         ++got;
         if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && ntohl(wc.imm_data) != immediate)
-            l.bad_imm = true;
+            loop.bad_imm = true;
         //! [repost]
         // A consumed receive is replaced at once, so the sender never finds the queue empty (RNR).
-        if (l.recvs_left > 0) {
-            post_receives(l.qp, 1, reinterpret_cast<std::uintptr_t>(l.landing), max_size, l.sge.lkey);
-            --l.recvs_left;
+        if (loop.recvs_left > 0) {
+            post_receives(loop.qp, 1, reinterpret_cast<std::uintptr_t>(loop.landing), max_size, loop.sge.lkey);
+            --loop.recvs_left;
         }
         //! [repost]
     }

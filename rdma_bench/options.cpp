@@ -1,4 +1,4 @@
-/** @file options.cpp @brief rdma_bench's knobs: flags, defaults, checks; main()'s life with usage errors. */
+/** @file options.cpp @brief rdma_bench's knobs: flags, defaults, checks. */
 #include "options.hpp"
 
 #include <rdma_samples/check.hpp>
@@ -11,12 +11,6 @@
 using rdma_samples::parse_number;
 
 namespace rdma_bench {
-
-Options &options()
-{
-    static Options o;
-    return o;
-}
 
 const char *op_name(Op op)
 {
@@ -40,9 +34,8 @@ std::vector<std::uint32_t> Options::sizes() const
     return v;
 }
 
-void add_bench_flags(rdma_samples::ProgramSpec &spec)
+void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o)
 {
-    auto &o = options();
     auto number = [](const char *flag, std::uint64_t hi) {
         return [flag, hi](const std::string &v) { return parse_number(flag, v, 0, hi); };
     };
@@ -140,51 +133,6 @@ void finish(Options &o)
                         "leave --inline-size out with --op read or atomic");
     if (o.inline_size < 0)
         o.inline_size = lat && !one_sided_in ? 220 : 0; // perftest's default for ib_write_lat
-}
-
-int run_bench(const rdma_samples::ProgramSpec &spec, int argc, char **argv,
-              const std::function<void(const rdma_samples::Args &)> &run)
-{
-    auto usage_error = [&](const rdma_samples::UsageError &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: %s\n", spec.name.c_str(), e.what());
-        if (auto *k = dynamic_cast<const KnobError *>(&e))
-            std::fprintf(stderr, "hint: %s\n", k->hint().c_str());
-        return 2;
-    };
-    rdma_samples::Args args;
-    try {
-        args = rdma_samples::parse_args(spec, argc, argv);
-        if (!args.help)
-            finish(options());
-    } catch (const rdma_samples::UsageError &e) {
-        return usage_error(e);
-    }
-    if (args.help) {
-        std::fputs(rdma_samples::usage(spec).c_str(), stdout);
-        return 0;
-    }
-    // Like run_sample(), and a limit only the device knows (the inline size), found while running, is
-    // still a usage error.
-    rdma_samples::set_verbose(args.verbose);
-    const char *role = spec.role.c_str();
-    try {
-        run(args);
-        rdma_samples::result("Sample finished successfully");
-        return 0;
-    } catch (const KnobError &e) {
-        return usage_error(e);
-    } catch (const rdma_samples::Error &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: step %d failed: %s\n", role, rdma_samples::current_step(), e.what());
-        if (!e.hint().empty())
-            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
-    } catch (const std::exception &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: step %d failed: %s\n", role, rdma_samples::current_step(), e.what());
-    }
-    rdma_samples::result("Sample finished with errors");
-    return 1;
 }
 
 } // namespace rdma_bench

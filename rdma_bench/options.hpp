@@ -52,39 +52,22 @@ struct Options {
     std::uint64_t per_size() const { return static_cast<std::uint64_t>(warmup) + iters; }
 };
 
-/** @brief The options of this process (both programs fill them from their flags). */
-Options &options();
 
 /** @brief The operation's name as --op takes it. @param op the operation @return e.g. "write_imm" */
 const char *op_name(Op op);
 
 /** @brief A knob the device or the other knobs cannot take: a usage error (exit 2) with a hint. */
-class KnobError : public rdma_samples::UsageError {
-public:
-    /** @param what one line: the flag, its value and why it cannot be @param hint what to pass instead */
-    KnobError(const std::string &what, std::string hint) : UsageError(what), hint_(std::move(hint)) {}
-    /** @brief What to pass instead. @return the hint */
-    const std::string &hint() const { return hint_; }
+using KnobError = rdma_samples::UsageError;
 
-private:
-    std::string hint_;
-};
-
-/** @brief Add the knobs to @p spec as --flags that fill options(). @param spec the program's flags */
-void add_bench_flags(rdma_samples::ProgramSpec &spec);
+/**
+ * @brief Add the knobs to @p spec as --flags that fill @p o.
+ * @param spec the program's flags
+ * @param o    filled in as the flags are parsed; must outlive the parse
+ */
+void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o);
 
 /** @brief Fill in the defaults and check the knobs against each other. @throws KnobError */
 void finish(Options &o);
 
-/**
- * @brief main() of both programs: like run_sample(), plus the knob checks, and a KnobError thrown
- * while running (a limit only the device knows) is a usage error too: one line, a hint, exit 2.
- * @param spec the program's flags (with add_bench_flags())
- * @param argc,argv as given to main()
- * @param run the lesson
- * @return the exit status
- */
-int run_bench(const rdma_samples::ProgramSpec &spec, int argc, char **argv,
-              const std::function<void(const rdma_samples::Args &)> &run);
 
 } // namespace rdma_bench

@@ -20,6 +20,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>
@@ -32,78 +33,77 @@ namespace {
 //! [bw_loop]
 // Bandwidth: keep the send queue full. Post whenever there is room for a chain, then take whatever
 // completions have arrived; time from the first post to the last completion.
-void run_bw_phase(Loop &b, std::uint32_t size, std::uint64_t count)
+void run_bw_phase(Loop &loop, std::uint32_t size, std::uint64_t count)
 {
     if (count == 0)
         return;
-    const std::uint64_t first = b.sq.posted, last = first + count - 1;
-    while (b.sq.done <= last) {
-        while (b.sq.posted <= last) {
-            const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(b.o.post_list, last + 1 - b.sq.posted));
-            if (b.sq.room() < n)
+    const std::uint64_t first = loop.sq.posted, last = first + count - 1;
+    while (loop.sq.done <= last) {
+        while (loop.sq.posted <= last) {
+            const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(loop.opt.post_list, last + 1 - loop.sq.posted));
+            if (loop.sq.room() < n)
                 break;
-            post_chain(b, n, size, first, last);
+            post_chain(loop, n, size, first, last);
         }
-        take_completions(b, "completions of our work requests");
+        take_completions(loop, "completions of our work requests");
     }
 }
 //! [bw_loop]
 
-void measure_bw(Loop &b, std::uint32_t size)
+void measure_bw(Loop &loop, std::uint32_t size)
 {
-    run_bw_phase(b, size, static_cast<std::uint64_t>(b.o.warmup));
+    run_bw_phase(loop, size, static_cast<std::uint64_t>(loop.opt.warmup));
     const double cpu0 = cpu_us();
     const std::int64_t t0 = now_ns();
-    run_bw_phase(b, size, b.o.iters);
-    print_bw_row(size, b.o.iters, now_ns() - t0, cpu_us() - cpu0);
+    run_bw_phase(loop, size, loop.opt.iters);
+    print_bw_row(size, loop.opt.iters, now_ns() - t0, cpu_us() - cpu0);
 }
 
 //! [lat_loop]
 // Latency: one operation at a time. WRITE, WRITE with immediate and SEND are ping-pongs (the responder
 // answers in kind; we report half the round trip, as ib_write_lat and ib_send_lat do); READ and atomics
 // are round trips by nature (reported whole, as ib_read_lat and ib_atomic_lat do).
-void measure_lat(Loop &b, std::uint32_t size, std::uint64_t &tag)
+void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
 {
-    const bool ping_pong = b.o.op == Op::write || b.o.op == Op::write_imm || b.o.op == Op::send;
-    const std::uint64_t first = b.sq.posted, last = first + b.o.per_size() - 1;
+    const bool ping_pong = loop.opt.op == Op::write || loop.opt.op == Op::write_imm || loop.opt.op == Op::send;
+    const std::uint64_t first = loop.sq.posted, last = first + loop.opt.per_size() - 1;
     std::vector<double> ns;
     double cpu0 = cpu_us();
-    for (std::uint64_t k = 0; k < b.o.per_size(); ++k, ++tag) {
-        if (k == static_cast<std::uint64_t>(b.o.warmup))
+    for (std::uint64_t k = 0; k < loop.opt.per_size(); ++k, ++tag) {
+        if (k == static_cast<std::uint64_t>(loop.opt.warmup))
             cpu0 = cpu_us();
         const char t = ping_tag(tag);
-        while (b.sq.room() == 0)
-            take_completions(b, "a send slot to free up");
+        while (loop.sq.room() == 0)
+            take_completions(loop, "a send slot to free up");
         const std::int64_t t0 = now_ns();
-        if (b.o.op == Op::write)
-            b.buf[size - 1] = t; // the responder watches this byte; it answers by writing ours
-        post_chain(b, 1, size, first, last);
-        if (b.o.op == Op::write)
-            wait_for_byte(b.landing + size - 1, t, b.waiter.timeout_s());
+        if (loop.opt.op == Op::write)
+            loop.buf[size - 1] = t; // the responder watches this byte; it answers by writing ours
+        post_chain(loop, 1, size, first, last);
+        if (loop.opt.op == Op::write)
+            wait_for_byte(loop.landing + size - 1, t, loop.waiter.timeout_s());
         else if (ping_pong)
-            while (take_completions(b, "the responder's answer") == 0) {
+            while (take_completions(loop, "the responder's answer") == 0) {
             }
         else
-            while (b.sq.done < b.sq.posted)
-                take_completions(b, "the round trip's completion");
+            while (loop.sq.done < loop.sq.posted)
+                take_completions(loop, "the round trip's completion");
         const std::int64_t t1 = now_ns();
-        if (k >= static_cast<std::uint64_t>(b.o.warmup))
+        if (k >= static_cast<std::uint64_t>(loop.opt.warmup))
             ns.push_back(static_cast<double>(t1 - t0) / (ping_pong ? 2 : 1));
     }
     const double cpu = cpu_us() - cpu0;
-    while (b.sq.done < b.sq.posted)
-        take_completions(b, "the last completions");
-    if (b.o.op == Op::write)
-        b.buf[size - 1] = pattern(size - 1);
+    while (loop.sq.done < loop.sq.posted)
+        take_completions(loop, "the last completions");
+    if (loop.opt.op == Op::write)
+        loop.buf[size - 1] = pattern(size - 1);
     print_lat_row(size, ns, cpu);
 }
 //! [lat_loop]
 
 } // namespace
 
-static void run(const Args &args)
+static void run(const Args &args, const Options &o)
 {
-    const Options &o = options();
     const auto sizes = o.sizes();
     const std::uint32_t region = std::max<std::uint32_t>(sizes.back(), 8);
 
@@ -136,9 +136,9 @@ static void run(const Args &args)
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 255));
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_bench_responder)",
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_bench_responder)",
                                       rd_atomic, ResourceKind::mmap);
-    const ResourceDescriptor &peer = x.resource;
+    const ResourceDescriptor &peer = exchange.resource;
     if (peer.length < region)
         throw Error("the responder exports " + std::to_string(peer.length) + " bytes, less than the " +
                         std::to_string(region) + " we would move",
@@ -154,16 +154,16 @@ static void run(const Args &args)
 
     // READ and atomics bring the responder's data to us: their scatter/gather list is the landing region.
     const bool fetches = o.op == Op::read || o.op == Op::atomic;
-    Loop b(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s), operation_wr(o.op, peer),
+    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s), operation_wr(o.op, peer),
            fetches ? landing : out, landing, mr->lkey);
     if (o.mode == Mode::lat && fetches)
-        b.sq.cq_mod = 1; // a round trip is timed by its own completion: every one is signaled
+        loop.sq.cq_mod = 1; // a round trip is timed by its own completion: every one is signaled
     if (o.mode == Mode::lat && (o.op == Op::send || o.op == Op::write_imm)) {
         // The responder answers each ping with a message: prepost receives for the answers.
         const std::uint64_t pongs = o.per_size() * sizes.size();
         const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.rx_depth, pongs));
         post_receives(qp.get(), n, reinterpret_cast<std::uintptr_t>(landing), max_size, mr->lkey);
-        b.recvs_left = pongs - n;
+        loop.recvs_left = pongs - n;
     }
 
     step(5, "measure %s %s: %u iterations per size after %lld warm-up, %s polling, batches of %u, chains of %u",
@@ -172,7 +172,10 @@ static void run(const Args &args)
     o.mode == Mode::bw ? print_bw_header() : print_lat_header();
     std::uint64_t tag = 0;
     for (std::uint32_t size : sizes)
-        o.mode == Mode::bw ? measure_bw(b, size) : measure_lat(b, size, tag);
+        if (o.mode == Mode::bw)
+            measure_bw(loop, size);
+        else
+            measure_lat(loop, size, tag);
 
     if (o.verify) {
         step(6, "verify the data");
@@ -184,7 +187,7 @@ static void run(const Args &args)
 
     if (args.use_cm) {
         step(8, "disconnect: RDMA CM tells the responder we are done");
-        cm_disconnect(x.cm, args.timeout_s);
+        cm_disconnect(exchange.cm, args.timeout_s);
     }
 }
 
@@ -194,6 +197,10 @@ int main(int argc, char **argv)
                      .role = "requester",
                      .summary = "rdma_bench, requester side: measure an operation's bandwidth or latency, as perftest does.",
                      .rdma_cm = true};
-    add_bench_flags(spec);
-    return run_bench(spec, argc, argv, run);
+    Options opt;
+    add_bench_flags(spec, opt);
+    return run_sample(spec, argc, argv, [&](const Args &args) {
+        finish(opt); // defaults that depend on other knobs, and knobs that contradict each other (exit 2)
+        run(args, opt);
+    });
 }

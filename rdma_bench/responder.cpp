@@ -20,6 +20,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 
 #include <algorithm>
 #include <string>
@@ -30,31 +31,30 @@ using namespace rdma_bench;
 namespace {
 
 // Latency mode: answer each ping with the same operation, into the requester's landing region.
-void answer_pings(Loop &s)
+void answer_pings(Loop &loop)
 {
     std::uint64_t tag = 0;
-    for (std::uint32_t size : s.o.sizes()) {
-        const std::uint64_t first = s.sq.posted, last = first + s.o.per_size() - 1;
-        for (std::uint64_t k = 0; k < s.o.per_size(); ++k, ++tag) {
-            if (s.o.op == Op::write) // a WRITE gives us no completion: watch its last byte
-                wait_for_byte(s.landing + size - 1, ping_tag(tag), s.waiter.timeout_s());
+    for (std::uint32_t size : loop.opt.sizes()) {
+        const std::uint64_t first = loop.sq.posted, last = first + loop.opt.per_size() - 1;
+        for (std::uint64_t k = 0; k < loop.opt.per_size(); ++k, ++tag) {
+            if (loop.opt.op == Op::write) // a WRITE gives us no completion: watch its last byte
+                wait_for_byte(loop.landing + size - 1, ping_tag(tag), loop.waiter.timeout_s());
             else // (a ping may already have been taken while we waited for a send slot: count them)
-                while (s.received <= tag)
-                    take_completions(s, "the requester's ping");
-            while (s.sq.room() == 0)
-                take_completions(s, "a send slot to free up");
-            post_chain(s, 1, size, first, last);
+                while (loop.received <= tag)
+                    take_completions(loop, "the requester's ping");
+            while (loop.sq.room() == 0)
+                take_completions(loop, "a send slot to free up");
+            post_chain(loop, 1, size, first, last);
         }
-        while (s.sq.done < s.sq.posted)
-            take_completions(s, "the last pong's completion");
+        while (loop.sq.done < loop.sq.posted)
+            take_completions(loop, "the last pong's completion");
     }
 }
 
 } // namespace
 
-static void run(const Args &args)
+static void run(const Args &args, const Options &o)
 {
-    const Options &o = options();
     const auto sizes = o.sizes();
     const std::uint32_t region = std::max<std::uint32_t>(sizes.back(), 8);
     const bool two_sided = o.op == Op::send || o.op == Op::write_imm;
@@ -108,16 +108,16 @@ static void run(const Args &args)
     exported.length = region;
     exported.rkey = mr->rkey;
     exported.access = IBV_ACCESS_LOCAL_WRITE | remote;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_bench_requester)",
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_bench_requester)",
                                   rd_atomic, &exported);
     const ResourceDescriptor peer = parse_resource_descriptor(requester_desc.wait(completions, args.timeout_s),
                                                               "the requester's SEND", ResourceKind::mmap);
     info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
          peer.length, peer.rkey);
 
-    Loop s(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s), operation_wr(o.op, peer),
+    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s), operation_wr(o.op, peer),
            buf.data(), buf.data(), mr->lkey);
-    s.recvs_left = data_msgs + 1 - ahead;
+    loop.recvs_left = data_msgs + 1 - ahead;
     const bool ping_pong = o.mode == Mode::lat && (o.op == Op::write || two_sided);
     const std::string what = ping_pong ? "answer every ping in kind, then wait for the goodbye"
                              : two_sided ? "take the requester's messages, replacing each receive, until the goodbye"
@@ -125,7 +125,7 @@ static void run(const Args &args)
                                                " itself gives us no completion";
     step(6, "%s", what.c_str());
     if (ping_pong)
-        answer_pings(s);
+        answer_pings(loop);
     //! [idle]
     // One-sided operations need nothing from our CPU, so do not spin, and do not wake up now and then
     // either: sleep on the completion channel until the goodbye's completion (perftest's server sleeps
@@ -133,24 +133,24 @@ static void run(const Args &args)
     // when they share the machine's CPUs.
     if (passive) {
         CompletionWaiter sleeper(cq.get(), channel.get(), 1, args.timeout_s);
-        while (!s.goodbye) {
+        while (!loop.goodbye) {
             const ibv_wc &wc = sleeper.wc(sleeper.wait("the requester's goodbye (give -t longer than the run)") - 1);
             check_wc(wc, IBV_WC_RECV, "the requester's goodbye");
-            s.goodbye = true;
+            loop.goodbye = true;
         }
     }
     //! [idle]
-    while (!s.goodbye)
-        take_completions(s, "the requester's messages and goodbye");
-    result("Responder served %llu messages", static_cast<unsigned long long>(s.received));
+    while (!loop.goodbye)
+        take_completions(loop, "the requester's messages and goodbye");
+    result("Responder served %llu messages", static_cast<unsigned long long>(loop.received));
 
     if (o.verify) {
         step(7, "verify what arrived in our memory");
-        verify_responder(s, data_msgs);
+        verify_responder(loop, data_msgs);
     }
     step(8, args.use_cm ? "disconnect from the requester (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
-    close_as_responder(x, args.timeout_s);
+    close_as_responder(exchange, args.timeout_s);
 }
 
 int main(int argc, char **argv)
@@ -159,6 +159,10 @@ int main(int argc, char **argv)
                      .role = "responder",
                      .summary = "rdma_bench, responder side: export memory and answer the requester's measurement.",
                      .rdma_cm = true};
-    add_bench_flags(spec);
-    return run_bench(spec, argc, argv, run);
+    Options opt;
+    add_bench_flags(spec, opt);
+    return run_sample(spec, argc, argv, [&](const Args &args) {
+        finish(opt); // defaults that depend on other knobs, and knobs that contradict each other (exit 2)
+        run(args, opt);
+    });
 }

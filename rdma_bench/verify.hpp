@@ -47,20 +47,20 @@ inline void verify_requester(const Options &o, const char *landing)
 /**
  * @brief The responder's check: the requester's bytes (WRITE, SEND, WRITE with immediate), the counter
  * (one per fetch-and-add), and every message with the right immediate value.
- * @param l        the serving loop's state (messages received, immediates)
+ * @param loop     the serving loop's state (messages received, immediates)
  * @param expected how many messages the requester sends (0 for one-sided operations)
  */
-inline void verify_responder(const Loop &l, std::uint64_t expected)
+inline void verify_responder(const Loop &loop, std::uint64_t expected)
 {
-    const Options &o = l.o;
+    const Options &o = loop.opt;
     std::uint64_t counter = 0;
-    std::memcpy(&counter, l.landing, sizeof counter);
+    std::memcpy(&counter, loop.landing, sizeof counter);
     const std::uint32_t n = o.op == Op::atomic || o.op == Op::read ? 0 : o.sizes().back() - 1; // (the last: a ping's tag)
     bool ok = o.op != Op::atomic || counter == o.per_size();
     for (std::uint32_t i = 0; ok && i < n; ++i)
-        ok = l.landing[i] == pattern(i);
-    if (!ok || l.bad_imm || l.received != expected)
-        throw rdma_samples::Error("the data in our memory is not what the requester sent (" + std::to_string(l.received) +
+        ok = loop.landing[i] == pattern(i);
+    if (!ok || loop.bad_imm || loop.received != expected)
+        throw rdma_samples::Error("the data in our memory is not what the requester sent (" + std::to_string(loop.received) +
                                       " messages of " + std::to_string(expected) + ", counter " + std::to_string(counter) + ")",
                                   "both sides must run with the same --op, --mode, --size/--all, --iters and --warmup");
     rdma_samples::result("Verified: %s", o.op == Op::atomic ? "the counter holds one per fetch-and-add" : "every byte is as sent");

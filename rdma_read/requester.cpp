@@ -14,6 +14,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>
@@ -92,9 +93,9 @@ static void run(const Args &args, const Options &opt)
     // device: mlx5 treats it as 1, Soft-RoCE never sends the READ. So: at least 1.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_read_responder)",
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_read_responder)",
                                       rd_atomic, ResourceKind::mmap);
-    const ResourceDescriptor &remote = x.resource;
+    const ResourceDescriptor &remote = exchange.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
          remote.length, remote.rkey, access_to_string(remote.access).c_str());
 
@@ -110,8 +111,10 @@ static void run(const Args &args, const Options &opt)
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the bytes land, here
     sge.length = len;
     sge.lkey = mr->lkey;
-    if (opt.try_write)
-        return try_write(args, dev, qp.get(), cq.get(), completions, sge, remote);
+    if (opt.try_write) {
+        try_write(args, dev, qp.get(), cq.get(), completions, sge, remote);
+        return;
+    }
     if (!(remote.access & IBV_ACCESS_REMOTE_READ))
         throw Error("the responder's memory does not grant remote read (access " + access_to_string(remote.access) + ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_READ");
@@ -148,7 +151,7 @@ static void run(const Args &args, const Options &opt)
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");
-        cm_disconnect(x.cm, args.timeout_s);
+        cm_disconnect(exchange.cm, args.timeout_s);
     }
 }
 

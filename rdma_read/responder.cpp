@@ -13,6 +13,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>
@@ -67,7 +68,7 @@ static void run(const Args &args)
     exported.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
     exported.rkey = mr->rkey;
     exported.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_read_requester)",
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_read_requester)",
                                   rd_atomic, &exported);
 
     step(6, "wait for the goodbye; the READ itself gives us no completion");
@@ -85,7 +86,7 @@ static void run(const Args &args)
 
     step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
-    close_as_responder(x, args.timeout_s);
+    close_as_responder(exchange, args.timeout_s);
 }
 
 int main(int argc, char **argv)

@@ -13,6 +13,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 using namespace rdma_samples;
@@ -33,7 +34,7 @@ static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, 
     step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
-    Exchange x = accept_requester(args, dev, pd, qp, completions, "the sender (rdma_send)", 0, nullptr);
+    Exchange exchange = accept_requester(args, dev, pd, qp, completions, "the sender (rdma_send)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has arrived");
     ibv_wc wc{};
@@ -66,8 +67,10 @@ static void run(const Args &args, const Options &opt)
     Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    if (!opt.prepost)
-        return no_prepost_receive(args, dev, pd.get(), qp.get(), completions);
+    if (!opt.prepost) {
+        no_prepost_receive(args, dev, pd.get(), qp.get(), completions);
+        return;
+    }
 
     step(4, "post a receive for up to %zu bytes BEFORE the sender can send", opt.recv_size);
     //! [post_recv]
@@ -86,7 +89,7 @@ static void run(const Args &args, const Options &opt)
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
     // Every receive we need is posted: from here on the sender may send. Nothing to export (nullptr).
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send)", 0, nullptr);
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has arrived");
     ibv_wc wc{};
@@ -102,7 +105,7 @@ static void run(const Args &args, const Options &opt)
 
     step(7, args.use_cm ? "disconnect from the sender (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the message was lost, the sender resends it");
-    close_as_responder(x, args.timeout_s);
+    close_as_responder(exchange, args.timeout_s);
 }
 
 int main(int argc, char **argv)

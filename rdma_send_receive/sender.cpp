@@ -14,6 +14,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <cstring>
@@ -48,7 +49,7 @@ static void run(const Args &args)
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // The receiver answers (or accepts) only after it has posted its receive: our SEND cannot arrive
     // too early. No READs or atomics (0), and no descriptor to learn: a SEND names no remote memory.
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the receiver (rdma_receive)", 0,
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the receiver (rdma_receive)", 0,
                                       std::nullopt);
 
     step(5, "post a SEND of %zu bytes", args.message.size());
@@ -84,7 +85,7 @@ static void run(const Args &args)
     // if its ACK was lost, our device's resent SEND is still acknowledged (receiver.cpp, step 7).
     if (args.use_cm) {
         step(7, "disconnect: RDMA CM tells the receiver we are done");
-        cm_disconnect(x.cm, args.timeout_s);
+        cm_disconnect(exchange.cm, args.timeout_s);
     }
 }
 

@@ -15,6 +15,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h> // ntohl
@@ -42,7 +43,7 @@ static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, 
     step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
-    Exchange x = accept_requester(args, dev, pd, qp, completions, "the sender (rdma_send_immediate)", 0, nullptr);
+    Exchange exchange = accept_requester(args, dev, pd, qp, completions, "the sender (rdma_send_immediate)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has landed in our receive");
     ibv_wc wc{};
@@ -85,8 +86,10 @@ static void run(const Args &args, const Options &opt)
     Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    if (!opt.prepost)
-        return no_prepost_receive(args, dev, pd.get(), qp.get(), completions);
+    if (!opt.prepost) {
+        no_prepost_receive(args, dev, pd.get(), qp.get(), completions);
+        return;
+    }
 
     step(4, "post a receive for the sender's message, before anyone can send it");
     //! [post_recv]
@@ -108,7 +111,7 @@ static void run(const Args &args, const Options &opt)
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
     // As in chapter 5: our receive is posted, so the sender may send from here on; nothing to export.
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send_immediate)", 0, nullptr);
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send_immediate)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has landed in our receive");
     //! [poll_recv]
@@ -153,7 +156,7 @@ static void run(const Args &args, const Options &opt)
 
     step(8, args.use_cm ? "disconnect from the sender (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the message was lost, the sender resends it");
-    close_as_responder(x, args.timeout_s);
+    close_as_responder(exchange, args.timeout_s);
 } // qp, cq, mr, pd and the device close here, in reverse order of creation
 
 int main(int argc, char **argv)

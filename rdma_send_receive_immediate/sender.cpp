@@ -16,6 +16,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h> // htonl
@@ -55,7 +56,7 @@ static void run(const Args &args)
     step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // As in chapter 5: the receiver answers only once its receive is posted, and exports nothing.
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
                                       "the receiver (rdma_receive_immediate)", 0, std::nullopt);
 
     step(5, "post a SEND with immediate 0x%x and %zu bytes of data", immediate, args.message.size());
@@ -109,7 +110,7 @@ static void run(const Args &args)
     // before it destroys its QP, in case its ACK was lost and our device sends it again.
     if (args.use_cm) {
         step(7, "disconnect: RDMA CM tells the receiver we are done");
-        cm_disconnect(x.cm, args.timeout_s);
+        cm_disconnect(exchange.cm, args.timeout_s);
     }
 } // qp, cq, mr, pd and the device close here, in reverse order of creation
 

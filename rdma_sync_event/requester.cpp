@@ -14,6 +14,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>
@@ -82,9 +83,9 @@ static void run(const Args &args)
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its sync-event descriptor"
                         : "exchange descriptors with the responder and get its sync-event descriptor");
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16)); // for the READs
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_sync_event_responder)",
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_sync_event_responder)",
                                       rd_atomic, ResourceKind::sync_event);
-    const ResourceDescriptor &event = x.resource;
+    const ResourceDescriptor &event = exchange.resource;
     info("sync event at addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(event.addr),
          event.length, event.rkey, access_to_string(event.access).c_str());
     //! [checks]
@@ -135,7 +136,7 @@ static void run(const Args &args)
 
     if (args.use_cm) {
         step(9, "disconnect: RDMA CM tells the responder we are done");
-        cm_disconnect(x.cm, args.timeout_s);
+        cm_disconnect(exchange.cm, args.timeout_s);
     }
 }
 

@@ -14,6 +14,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>
@@ -103,14 +104,16 @@ static void run(const Args &args, const Options &opt)
     se.length = sizeof(std::uint64_t);
     se.rkey = mr->rkey;
     se.access = access;
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_sync_event_requester)",
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_sync_event_requester)",
                                   rd_atomic, &se);
 
     step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
     result("Sync event value 0x%llx received", static_cast<unsigned long long>(wait_for_event(event, notify_value, args.timeout_s)));
 
-    if (opt.never_signal)
-        return never_signal(args, event);
+    if (opt.never_signal) {
+        never_signal(args, event);
+        return;
+    }
     step(7, "signal the requester: set the event to 0x%llx locally", static_cast<unsigned long long>(signal_value));
     result("Signaling sync event");
     event.store(signal_value, std::memory_order_release);
@@ -131,7 +134,7 @@ static void run(const Args &args, const Options &opt)
 
     step(10, args.use_cm ? "disconnect from the requester (RDMA CM)"
                          : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
-    close_as_responder(x, args.timeout_s);
+    close_as_responder(exchange, args.timeout_s);
 }
 
 int main(int argc, char **argv)

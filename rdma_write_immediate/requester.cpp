@@ -14,6 +14,7 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h>
@@ -48,9 +49,9 @@ static void run(const Args &args)
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
-    Exchange x = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_write_immediate_responder)",
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_write_immediate_responder)",
                                       0, ResourceKind::mmap);
-    const ResourceDescriptor &remote = x.resource;
+    const ResourceDescriptor &remote = exchange.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
          remote.length, remote.rkey, access_to_string(remote.access).c_str());
     if (args.message.size() > remote.length)
@@ -97,7 +98,7 @@ static void run(const Args &args)
 
     if (args.use_cm) {
         step(7, "disconnect: RDMA CM tells the responder we are done");
-        cm_disconnect(x.cm, args.timeout_s);
+        cm_disconnect(exchange.cm, args.timeout_s);
     }
 }
 

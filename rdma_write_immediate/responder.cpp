@@ -14,6 +14,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <arpa/inet.h>
@@ -41,7 +42,7 @@ static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, 
     step(4, "(demonstration) post NO receive: the WRITE with immediate will find nothing to consume");
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    Exchange x = accept_requester(args, dev, pd, qp, completions, "the requester (rdma_write_immediate_requester)", 0, &exported);
+    Exchange exchange = accept_requester(args, dev, pd, qp, completions, "the requester (rdma_write_immediate_requester)", 0, &exported);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     const std::string what = "the requester's RDMA WRITE with immediate, which cannot complete here: "
@@ -85,8 +86,10 @@ static void run(const Args &args, const Options &opt)
     Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    if (!opt.prepost)
-        return no_prepost_receive(args, dev, pd.get(), qp.get(), completions, exported);
+    if (!opt.prepost) {
+        no_prepost_receive(args, dev, pd.get(), qp.get(), completions, exported);
+        return;
+    }
     step(4, "post a receive for the immediate BEFORE we publish anything");
     //! [post_recv]
     // The WRITE with immediate consumes one receive from our queue. Posted before our descriptors
@@ -101,7 +104,7 @@ static void run(const Args &args, const Options &opt)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    Exchange x = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_write_immediate_requester)",
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_write_immediate_requester)",
                                   0, &exported);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
@@ -131,7 +134,7 @@ static void run(const Args &args, const Options &opt)
 
     step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the WRITE was lost, the requester resends it");
-    close_as_responder(x, args.timeout_s);
+    close_as_responder(exchange, args.timeout_s);
 }
 
 int main(int argc, char **argv)

@@ -219,35 +219,4 @@ std::string usage(const ProgramSpec &spec)
     return o.str();
 }
 
-int run_sample(const ProgramSpec &spec, int argc, char **argv, const std::function<void(const Args &)> &run)
-{
-    Args args;
-    try {
-        args = parse_args(spec, argc, argv);
-    } catch (const UsageError &e) {
-        std::fprintf(stderr, "%s: %s\n", spec.name.c_str(), e.what());
-        return 2;
-    }
-    if (args.help) {
-        std::fputs(usage(spec).c_str(), stdout);
-        return 0;
-    }
-    set_verbose(args.verbose);
-    try {
-        run(args);
-        result("Sample finished successfully");
-        return 0;
-    } catch (const Error &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
-        if (!e.hint().empty())
-            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
-    } catch (const std::exception &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
-    }
-    result("Sample finished with errors");
-    return 1;
-}
-
 } // namespace rdma_samples

@@ -59,18 +59,18 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std
 Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
                            const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
 {
-    Exchange x;
+    Exchange exchange;
     if (args.use_cm) {
         // The responder SENDs its descriptor the moment it accepts: our receive must already be there.
         std::optional<DescriptorReceive> text;
         if (resource)
             text.emplace(pd, qp);
-        x.cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp, max_rd_atomic);
+        exchange.cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp, max_rd_atomic);
         if (text) {
-            x.resource = parse_resource_descriptor(text->wait(completions, args.timeout_s), peer + "'s SEND", *resource);
+            exchange.resource = parse_resource_descriptor(text->wait(completions, args.timeout_s), peer + "'s SEND", *resource);
             info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
         }
-        return x;
+        return exchange;
     }
     const std::uint32_t psn = random_psn();
     const ConnectionDescriptor local = describe_qp(qp, dev, psn, new_nonce());
@@ -82,17 +82,17 @@ Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, i
     qp_to_rtr(qp, dev, remote);
     qp_to_rts(qp, psn, max_rd_atomic);
     if (resource)
-        x.resource = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce},
+        exchange.resource = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce},
                                                   *resource);
-    return x;
+    return exchange;
 }
 
 Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
                           const std::string &peer, int max_dest_rd_atomic, ResourceDescriptor *resource)
 {
-    Exchange x;
+    Exchange exchange;
     if (args.use_cm) {
-        x.cm = cm_accept(args.listen_port, args.timeout_s, dev, qp, max_dest_rd_atomic);
+        exchange.cm = cm_accept(args.listen_port, args.timeout_s, dev, qp, max_dest_rd_atomic);
         if (resource) {
             resource->nonce = new_nonce();
             // The requester posted its receive for this before it connected: the SEND finds it.
@@ -101,7 +101,7 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
                  resource_kind_name(resource->kind), static_cast<unsigned long long>(resource->addr), resource->length,
                  resource->rkey, access_to_string(resource->access).c_str());
         }
-        return x;
+        return exchange;
     }
     const ConnectionDescriptor remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, {}});
     info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
@@ -122,7 +122,7 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
     write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
     info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
          gid_to_string(local.gid).c_str());
-    return x;
+    return exchange;
 }
 
 void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s)
@@ -136,10 +136,10 @@ void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s)
     completions.wait(goodbye_wr_id, IBV_WC_SEND, timeout_s, "the goodbye SEND's completion");
 }
 
-void close_as_responder(Exchange &x, int timeout_s)
+void close_as_responder(Exchange &exchange, int timeout_s)
 {
-    if (x.cm.id) {
-        cm_disconnect(x.cm, timeout_s);
+    if (exchange.cm.id) {
+        cm_disconnect(exchange.cm, timeout_s);
         return;
     }
     info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", rc_retransmit_window_ms);

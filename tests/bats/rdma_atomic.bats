@@ -64,7 +64,9 @@ setup() {
 @test "atomic: compare-and-swap alone compares with 0 by default" {
     run_pair "$RESPONDER" $(responder_paths) -t 20 -- "$REQUESTER" $(requester_paths) -t 20 --op compare-swap
     assert_success
-    assert_line --partial "if the counter is 0, make it 100"
+    # One operation: the steps stay consecutive (no step 6 skipped for the fetch-and-add not asked for).
+    assert_line "step 6: post an atomic compare-and-swap: if the counter is 0, make it 100"
+    assert_line "step 7: say goodbye with a zero-length SEND, so the responder may read its counter"
     assert_line "Compare-and-swap: found 0, swapped"
     run echo "$peer_output"
     assert_line "Final counter value: 100 (0x64)"

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <utility>
 #include <optional>
 #include <stdexcept>
 #include <string>
@@ -75,10 +76,19 @@ struct ProgramSpec {
     std::vector<ExtraFlag> extra{}; ///< program-specific flags
 };
 
-/** @brief A bad command line; main() prints it as one line and exits 2. */
+/** @brief A bad command line; main() prints it as one line (and its hint, if any) and exits 2. */
 class UsageError : public std::runtime_error {
 public:
-    using std::runtime_error::runtime_error;
+    /** @param what one line: the flag, its value and what is wrong @param hint what to pass instead, or empty */
+    explicit UsageError(const std::string &what, std::string hint = {})
+        : std::runtime_error(what), hint_(std::move(hint))
+    {
+    }
+    /** @brief What to pass instead. @return the hint, or empty */
+    const std::string &hint() const { return hint_; }
+
+private:
+    std::string hint_;
 };
 
 /**
@@ -107,17 +117,5 @@ std::string usage(const ProgramSpec &spec);
  */
 std::uint64_t parse_number(const std::string &flag, const std::string &text, std::uint64_t lo, std::uint64_t hi);
 
-/**
- * @brief The whole life of a sample's main(): parse, run, report.
- *
- * Prints the usage for -h (exit 0); a bad command line as one line on stderr (exit 2); runs @p run,
- * and on an Error prints "<role>: step N failed: ..." and its hint on stderr. The last line on stdout is
- * "Sample finished successfully" (exit 0) or "Sample finished with errors" (exit 1).
- * @param spec the program's flags
- * @param argc,argv as given to main()
- * @param run  the lesson
- * @return the process exit status
- */
-int run_sample(const ProgramSpec &spec, int argc, char **argv, const std::function<void(const Args &)> &run);
 
 } // namespace rdma_samples

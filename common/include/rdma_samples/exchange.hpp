@@ -144,9 +144,9 @@ void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s);
  * TIME_WAIT). `-cm`: cm_disconnect(): the requester answers our DREQ only after its last completion,
  * so the QP stays up as long as it is needed. Descriptor files: keep the QP for
  * rc_retransmit_window_ms.
- * @param x         the exchange
+ * @param exchange  the exchange
  * @param timeout_s the bound of the disconnect (-t)
  */
-void close_as_responder(Exchange &x, int timeout_s);
+void close_as_responder(Exchange &exchange, int timeout_s);
 
 } // namespace rdma_samples
