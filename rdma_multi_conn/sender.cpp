@@ -139,8 +139,8 @@ static void run(const Args &args)
     step(2, "register the %zu-byte message once; every connection sends from it", args.message.size());
     Buffer buf(max_message_length);
     std::memcpy(buf.data(), args.message.data(), args.message.size());
-    // DOCA's table: the sender's mmap is local read/write. A SEND's source is only read by our own
-    // device: no remote access.
+    // A SEND's source is only read by our own device: verbs needs no flag for it; LOCAL_WRITE is
+    // DOCA's choice (its table gives the sender's mmap local read/write). No remote access.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
     step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);

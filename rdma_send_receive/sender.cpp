@@ -32,8 +32,9 @@ static void run(const Args &args)
     Buffer buf(max_message_length);
     std::memcpy(buf.data(), args.message.data(), args.message.size());
     //! [reg_mr]
-    // DOCA's table: both sides of a send/receive use local read/write only. The device reads the
-    // message from here; nobody reaches this memory remotely, so no IBV_ACCESS_REMOTE_* flag.
+    // The device only reads the message from here: verbs needs no flag for a SEND's source (0 would
+    // do); LOCAL_WRITE is DOCA's choice, its table gives both sides of a send/receive local
+    // read/write. Nobody reaches this memory remotely, so no IBV_ACCESS_REMOTE_* flag.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     //! [reg_mr]
 

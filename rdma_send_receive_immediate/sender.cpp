@@ -39,9 +39,9 @@ static void run(const Args &args)
          args.message.size());
     Buffer buf(max_message_length);
     std::memcpy(buf.data(), args.message.data(), args.message.size());
-    // DOCA's table: for send/receive, both sides' mmaps are local read/write only. The device reads
-    // the message from here on our behalf (the lkey proves we registered it); the receiver never
-    // addresses our memory, so there is no IBV_ACCESS_REMOTE_* flag and nothing to export.
+    // The device reads the message from here on our behalf (the lkey proves we registered it): a
+    // source needs no flag; LOCAL_WRITE is DOCA's choice (its table gives both sides local
+    // read/write), not a verbs need. The receiver never addresses our memory: no IBV_ACCESS_REMOTE_*.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     info("addr %p, length %zu, lkey 0x%x", buf.data(), buf.size(), mr->lkey);
 

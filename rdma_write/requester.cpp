@@ -68,8 +68,10 @@ static void run(const Args &args)
     Buffer buf(max_message_length);
     std::memcpy(buf.data(), args.message.data(), args.message.size());
     //! [reg_mr]
-    // DOCA's table: the requester's mmap is local read/write. Nobody reaches it remotely, so it grants
-    // no IBV_ACCESS_REMOTE_* flag: its rkey would open nothing.
+    // The device only READS a WRITE's source: verbs needs no flag for that (local read is always
+    // granted), so ibv_reg_mr(..., 0) would do. IBV_ACCESS_LOCAL_WRITE is DOCA's choice (its table
+    // gives the requester's mmap local read/write), kept so DOCA users see the same grants. Nobody
+    // reaches this memory remotely: no IBV_ACCESS_REMOTE_* flag, its rkey opens nothing.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     //! [reg_mr]
     info("addr %p, length %zu, lkey 0x%x", buf.data(), buf.size(), mr->lkey);

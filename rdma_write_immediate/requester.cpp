@@ -37,6 +37,7 @@ static void run(const Args &args)
          args.message.size());
     Buffer buf(max_message_length);
     std::memcpy(buf.data(), args.message.data(), args.message.size());
+    // A source is only read by the device: LOCAL_WRITE is DOCA's choice, not a verbs need (chapter 2).
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
