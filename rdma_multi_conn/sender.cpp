@@ -16,6 +16,7 @@
 #include <rdma_samples/cm.hpp>
 #include <rdma_samples/cm_server.hpp>
 #include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>

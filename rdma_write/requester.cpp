@@ -10,6 +10,7 @@
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>

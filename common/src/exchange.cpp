@@ -10,7 +10,7 @@
 
 namespace rdma_samples {
 
-DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descriptor_text)
+DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descriptor_size)
 {
     // Local write: the device writes the incoming message into this buffer. Nothing remote.
     mr_.reset(check(ibv_reg_mr(pd, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr(descriptor receive)"));
@@ -34,7 +34,7 @@ std::string DescriptorReceive::wait(Completions &completions, int timeout_s)
 
 void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std::string &text, int timeout_s)
 {
-    if (text.size() > max_descriptor_text)
+    if (text.size() > max_descriptor_size)
         throw Error("the descriptor is " + std::to_string(text.size()) + " bytes, more than the peer's receive holds",
                     "a bug: descriptors are a few hundred bytes");
     Buffer buf(text.size());

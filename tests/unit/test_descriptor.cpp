@@ -1,6 +1,7 @@
 /** @file test_descriptor.cpp @brief Descriptor files: round trip, strict rejection, atomic write, stale nonces. */
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/device.hpp>
 
 #include <gtest/gtest.h>

@@ -13,6 +13,7 @@
 #include <rdma_samples/cm.hpp>
 #include <rdma_samples/completions.hpp>
 #include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/verbs.hpp>
@@ -22,8 +23,6 @@
 
 namespace rdma_samples {
 
-/** @brief Largest in-band descriptor, in bytes. */
-inline constexpr std::size_t max_descriptor_text = 1024;
 
 /**
  * @brief A receive for the peer's descriptor text (an mmap or sync-event descriptor), sent in-band.
@@ -81,7 +80,7 @@ struct Exchange {
  * responder wrote first.
  *
  * `-cm`: post a receive for the resource descriptor (a second, local-write-only memory region of
- * max_descriptor_text bytes, wr_id descriptor_recv_wr_id), connect to `-sa` (the CM moves the QP to RTR and
+ * max_descriptor_size bytes, wr_id descriptor_recv_wr_id), connect to `-sa` (the CM moves the QP to RTR and
  * RTS), then take the descriptor the responder SENDs right after accepting.
  *
  * Either way, when this returns the responder's QP is ready to receive.
