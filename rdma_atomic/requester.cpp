@@ -15,6 +15,7 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
+#include <rdma_samples/text.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>

@@ -5,6 +5,7 @@
  */
 #pragma once
 
+#include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/wait.hpp>
 

@@ -4,6 +4,7 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <algorithm>
 #include <cstdio>

@@ -1,7 +1,8 @@
-/** @file args.cpp @brief DOCA-compatible command line parsing, --help, and the life of main(). */
+/** @file args.cpp @brief DOCA-compatible command line parsing and --help. */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <cstdio>
 #include <exception>

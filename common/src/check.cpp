@@ -2,13 +2,9 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
 
-#include <fcntl.h>
-#include <poll.h>
-
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string_view>
 
 namespace rdma_samples {
@@ -124,66 +120,13 @@ const char *wc_opcode_name(ibv_wc_opcode opcode)
     }
 }
 
-std::string quote(const std::string &text, std::size_t max)
-{
-    std::string out = "\"";
-    const std::size_t shown = std::min(text.size(), max);
-    for (std::size_t i = 0; i < shown; ++i) {
-        const auto c = static_cast<unsigned char>(text[i]);
-        if (c == '\n')
-            out += "\\n";
-        else if (c == '\r')
-            out += "\\r";
-        else if (c == '\t')
-            out += "\\t";
-        else if (c == '"' || c == '\\')
-            out += std::string("\\") + static_cast<char>(c);
-        else if (c < 0x20 || c >= 0x7f) {
-            char esc[8];
-            std::snprintf(esc, sizeof esc, "\\x%02x", c);
-            out += esc;
-        } else
-            out += static_cast<char>(c);
-    }
-    out += shown < text.size() ? "...\" (" + std::to_string(text.size()) + " bytes)" : "\"";
-    return out;
-}
-
-std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase base, std::uint64_t max)
-{
-    const bool has_0x = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || (base == NumberBase::either && text[1] == 'X'));
-    const bool hex = base == NumberBase::hex || (base == NumberBase::either && has_0x);
-    if (hex && !has_0x)
-        return std::nullopt;
-    const std::string digits = hex ? text.substr(2) : text;
-    if (digits.empty() || digits.size() > (hex ? 16u : 20u))
-        return std::nullopt;
-    const std::uint64_t radix = hex ? 16 : 10;
-    std::uint64_t v = 0;
-    for (char c : digits) {
-        std::uint64_t d;
-        if (c >= '0' && c <= '9')
-            d = static_cast<std::uint64_t>(c - '0');
-        else if (hex && c >= 'a' && c <= 'f')
-            d = static_cast<std::uint64_t>(c - 'a' + 10);
-        else if (hex && base == NumberBase::either && c >= 'A' && c <= 'F')
-            d = static_cast<std::uint64_t>(c - 'A' + 10);
-        else
-            return std::nullopt;
-        if (v > (UINT64_MAX - d) / radix)
-            return std::nullopt;
-        v = v * radix + d;
-    }
-    if (v > max)
-        return std::nullopt;
-    return v;
-}
-
-void fail_errno(const std::string &call, int err)
+void fail_errno(const std::string &call, int err, const std::string &hint)
 {
     trace("%s failed: %s (errno %d)", call.c_str(), std::strerror(err), err);
-    throw Error(call + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")", hint_for_errno(call, err));
+    throw Error(call + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")", hint);
 }
+
+void fail_errno(const std::string &call, int err) { fail_errno(call, err, hint_for_errno(call, err)); }
 
 namespace detail {
 void trace_pointer(const std::string &call, const void *ptr) { trace("%s = %p", call.c_str(), ptr); }
@@ -197,6 +140,16 @@ void check_rc(int rc, const std::string &call)
     }
     const int err = rc > 0 ? rc : (errno != 0 ? errno : EINVAL);
     fail_errno(call, err);
+}
+
+void check_rc(int rc, const std::string &call, const std::function<std::string(int)> &hint)
+{
+    if (rc == 0) {
+        trace("%s = 0", call.c_str());
+        return;
+    }
+    const int err = rc > 0 ? rc : (errno != 0 ? errno : EINVAL);
+    fail_errno(call, err, hint(err));
 }
 
 int check_poll(int n)
@@ -220,85 +173,6 @@ void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what)
                         wc_opcode_name(wc.opcode),
                     "the peer posted a different operation than this sample expects; are both sides the same sample?");
     trace("completion: %s, status IBV_WC_SUCCESS, byte_len %u", wc_opcode_name(wc.opcode), wc.byte_len);
-}
-
-const char *async_event_name(ibv_event_type type)
-{
-    switch (type) {
-    case IBV_EVENT_CQ_ERR: return "IBV_EVENT_CQ_ERR";
-    case IBV_EVENT_QP_FATAL: return "IBV_EVENT_QP_FATAL";
-    case IBV_EVENT_QP_REQ_ERR: return "IBV_EVENT_QP_REQ_ERR";
-    case IBV_EVENT_QP_ACCESS_ERR: return "IBV_EVENT_QP_ACCESS_ERR";
-    case IBV_EVENT_COMM_EST: return "IBV_EVENT_COMM_EST";
-    case IBV_EVENT_SQ_DRAINED: return "IBV_EVENT_SQ_DRAINED";
-    case IBV_EVENT_PATH_MIG: return "IBV_EVENT_PATH_MIG";
-    case IBV_EVENT_PATH_MIG_ERR: return "IBV_EVENT_PATH_MIG_ERR";
-    case IBV_EVENT_DEVICE_FATAL: return "IBV_EVENT_DEVICE_FATAL";
-    case IBV_EVENT_PORT_ACTIVE: return "IBV_EVENT_PORT_ACTIVE";
-    case IBV_EVENT_PORT_ERR: return "IBV_EVENT_PORT_ERR";
-    case IBV_EVENT_LID_CHANGE: return "IBV_EVENT_LID_CHANGE";
-    case IBV_EVENT_PKEY_CHANGE: return "IBV_EVENT_PKEY_CHANGE";
-    case IBV_EVENT_SM_CHANGE: return "IBV_EVENT_SM_CHANGE";
-    case IBV_EVENT_SRQ_ERR: return "IBV_EVENT_SRQ_ERR";
-    case IBV_EVENT_SRQ_LIMIT_REACHED: return "IBV_EVENT_SRQ_LIMIT_REACHED";
-    case IBV_EVENT_QP_LAST_WQE_REACHED: return "IBV_EVENT_QP_LAST_WQE_REACHED";
-    case IBV_EVENT_CLIENT_REREGISTER: return "IBV_EVENT_CLIENT_REREGISTER";
-    case IBV_EVENT_GID_CHANGE: return "IBV_EVENT_GID_CHANGE";
-    case IBV_EVENT_WQ_FATAL: return "IBV_EVENT_WQ_FATAL";
-    }
-    return "IBV_EVENT_(unknown)";
-}
-
-//! [async_events]
-void for_each_async_event(ibv_context *ctx, const std::function<void(const ibv_async_event &)> &fn)
-{
-    // The async queue is a file descriptor: make it non-blocking and ask poll() whether anything is
-    // there, so that looking never waits.
-    const int flags = fcntl(ctx->async_fd, F_GETFL);
-    if (flags == -1 || fcntl(ctx->async_fd, F_SETFL, flags | O_NONBLOCK) == -1)
-        return;
-    for (int n = 0; n < 16; ++n) { // a handful is enough to explain; never loop forever
-        pollfd pfd{ctx->async_fd, POLLIN, 0};
-        ibv_async_event ev{};
-        if (poll(&pfd, 1, 0) != 1 || ibv_get_async_event(ctx, &ev) != 0)
-            break;
-        fn(ev);
-        ibv_ack_async_event(&ev); // every event taken must be acknowledged, or destroying its object blocks
-    }
-}
-
-std::string take_async_events(ibv_context *ctx)
-{
-    std::string events;
-    for_each_async_event(ctx, [&](const ibv_async_event &ev) {
-        char text[96];
-        switch (ev.event_type) {
-        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
-            std::snprintf(text, sizeof text, "%s on QP 0x%06x", async_event_name(ev.event_type), ev.element.qp->qp_num);
-            break;
-        case IBV_EVENT_PORT_ACTIVE: case IBV_EVENT_PORT_ERR: case IBV_EVENT_LID_CHANGE:
-        case IBV_EVENT_PKEY_CHANGE: case IBV_EVENT_SM_CHANGE: case IBV_EVENT_CLIENT_REREGISTER:
-        case IBV_EVENT_GID_CHANGE:
-            std::snprintf(text, sizeof text, "%s on port %d", async_event_name(ev.event_type), ev.element.port_num);
-            break;
-        default:
-            std::snprintf(text, sizeof text, "%s", async_event_name(ev.event_type));
-        }
-        trace("async event: %s", text);
-        events += (events.empty() ? "" : ", ") + std::string(text);
-    });
-    return events;
-}
-//! [async_events]
-
-Error with_async_events(const Error &e, ibv_context *ctx)
-{
-    const std::string events = take_async_events(ctx);
-    if (events.empty())
-        return e;
-    return Error(std::string(e.what()) + " (the device reported: " + events + ")", e.hint());
 }
 
 } // namespace rdma_samples

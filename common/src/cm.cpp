@@ -1,6 +1,7 @@
 /** @file cm.cpp @brief RDMA CM: listen, connect, accept, disconnect; the QP attributes the CM negotiates. */
 #include "cm_internal.hpp"
 
+#include <rdma_samples/async_events.hpp>
 #include <rdma_samples/cm_address.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/rc_qp.hpp>
@@ -15,18 +16,6 @@
 namespace rdma_samples {
 
 namespace {
-
-/** A librdmacm call that failed, with a hint that fits the CM and the errno (the verbs table knows none). */
-void check_cm(int rc, const std::string &call, const std::function<std::string(int)> &hint)
-{
-    if (rc == 0) {
-        trace("%s = 0", call.c_str());
-        return;
-    }
-    const int err = errno != 0 ? errno : EINVAL;
-    trace("%s failed: %s (errno %d)", call.c_str(), std::strerror(err), err);
-    throw Error(call + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")", hint(err));
-}
 
 /** Whether the device has reported IBV_EVENT_COMM_EST on @p qp (a packet arrived before the CM's RTU).
  *  Looks without waiting; any other event taken here is acknowledged and traced. */
@@ -121,7 +110,7 @@ CmConnection cm_listen(std::uint16_t port, int backlog)
     int afonly = 0;
     check_rc(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly, sizeof afonly),
              "rdma_set_option(AFONLY=0)");
-    check_cm(rdma_bind_addr(id, any.get()), "rdma_bind_addr(port " + std::to_string(port) + ")",
+    check_rc(rdma_bind_addr(id, any.get()), "rdma_bind_addr(port " + std::to_string(port) + ")",
              [&](int err) -> std::string {
                  if (err == EADDRINUSE || err == EADDRNOTAVAIL)
                      return "another program (an earlier server?) listens on port " + std::to_string(port) +
@@ -161,7 +150,7 @@ std::optional<CmConnection> connect_once(SockAddr dst, const std::string &peer, 
     // 1. Address: which local device and port reach the server (like ARP plus a routing lookup). Each
     //    try is short: a server machine that is still coming up answers ARP a moment later.
     const int attempt_ms = std::min(deadline.left_ms(), 2000);
-    check_cm(rdma_resolve_addr(id, nullptr, dst.get(), std::max(attempt_ms, 1)),
+    check_rc(rdma_resolve_addr(id, nullptr, dst.get(), std::max(attempt_ms, 1)),
              "rdma_resolve_addr(" + peer + ")", [](int) -> std::string {
                  return "check the address and -sat; it must be reachable through an RDMA device's interface";
              });
@@ -177,7 +166,7 @@ std::optional<CmConnection> connect_once(SockAddr dst, const std::string &peer, 
     check_cm_device(id, dev);
 
     // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
-    check_cm(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")",
+    check_rc(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")",
              [](int err) { return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address"); });
     expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_s, "a route to " + peer, peer);
     if (first)

@@ -2,6 +2,7 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm_address.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <arpa/inet.h>
 #include <netdb.h>

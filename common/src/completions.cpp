@@ -1,4 +1,5 @@
 /** @file completions.cpp @brief Completions found by wr_id; a flush reported through its cause. */
+#include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/completions.hpp>
 #include <rdma_samples/log.hpp>

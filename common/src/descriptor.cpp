@@ -1,8 +1,9 @@
-/** @file descriptor.cpp @brief Descriptor files: format, strict parse, atomic write, bounded wait. */
+/** @file descriptor.cpp @brief Descriptors as text: the format and its strict parser. */
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <cerrno>
 #include <cstdio>

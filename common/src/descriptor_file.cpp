@@ -2,6 +2,7 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/text.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <fcntl.h>

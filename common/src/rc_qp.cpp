@@ -1,4 +1,4 @@
-/** @file rc_qp.cpp @brief RC queue pairs: creation, the three transitions, bounded polling, goodbye. */
+/** @file rc_qp.cpp @brief RC queue pairs: creation, the walk INIT -> RTR -> RTS -> ERR, MTU and PSN, the connection descriptor. */
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>

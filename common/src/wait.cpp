@@ -1,4 +1,5 @@
 /** @file wait.cpp @brief The `-t` clock: deadlines, and bounded waiting that gives the CPU away between polls. */
+#include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/wait.hpp>
 

@@ -27,6 +27,7 @@
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/text.hpp>
 #include <rdma_samples/verbs.hpp>
 
 #include <unistd.h>

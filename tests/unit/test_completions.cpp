@@ -1,6 +1,10 @@
-// Completions: a wait finds its completion by wr_id, whatever order the CQ gives. These feed the
-// sorting completion sequences in both orders, as a NIC may deliver them when a QP's send and receive
-// queues share one CQ.
+/**
+ * @file test_completions.cpp
+ * @brief Completions: a wait finds its completion by wr_id, whatever order the CQ gives. These feed
+ * the sorting completion sequences in both orders, as a NIC may deliver them when a QP's send and
+ * receive queues share one CQ.
+ */
+#include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/completions.hpp>
 

@@ -3,6 +3,7 @@
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <gtest/gtest.h>
 #include <infiniband/verbs.h>

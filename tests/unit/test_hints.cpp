@@ -1,6 +1,7 @@
 /** @file test_hints.cpp @brief The hint table and the errors built from it. */
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/text.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <gtest/gtest.h>

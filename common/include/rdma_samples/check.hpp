@@ -8,7 +8,8 @@
  *     requester: step 4 failed: ibv_modify_qp(RTR): Network is unreachable (errno 101)
  *     hint: the GID is link-local or has no route; try another -g (see ibv_devinfo -v)
  *
- * The hints live in one table, in check.cpp.
+ * The hints live in one table, in check.cpp. Quoting outside text and parsing numbers is text.hpp;
+ * the device's asynchronous events, which explain errors no completion reports, are async_events.hpp.
  */
 #pragma once
 
@@ -17,7 +18,6 @@
 #include <cerrno>
 #include <cstdint>
 #include <functional>
-#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -38,35 +38,6 @@ public:
 private:
     std::string hint_;
 };
-
-/**
- * @brief A value from outside (a flag, a line of a file) quoted for a one-line message: control bytes,
- * bytes that are not ASCII, quotes and backslashes escaped (\\n, \\r, \\t, \\xNN), and cut after
- * @p max characters with the full size added, so no terminal ever sees a raw control byte or a 100 KB line.
- * @param text the value, any bytes
- * @param max  the most characters of @p text shown
- * @return e.g. "\"abc\"", "\"a\\x00b\"", "\"aaaa...\" (100000 bytes)"
- */
-std::string quote(const std::string &text, std::size_t max = 60);
-
-/** @brief How parse_unsigned() reads digits. */
-enum class NumberBase {
-    decimal,  ///< digits 0-9 only (a descriptor's psn, mtu...)
-    hex,      ///< "0x" then lowercase hex digits (a descriptor's addresses and keys)
-    either,   ///< decimal, or "0x"/"0X" then hex digits of either case (a flag's value)
-};
-
-/**
- * @brief The one number parser: an unsigned integer of @p base, at most @p max, nothing else around it.
- *
- * Flags (parse_number()) and descriptor files both read their numbers here; each wraps a failure in
- * its own message (which flag, which file and line).
- * @param text the value as typed or read
- * @param base which digits are accepted
- * @param max  the largest value accepted
- * @return the value, or nothing when @p text is not such a number (empty, a stray byte, too large)
- */
-std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase base, std::uint64_t max = UINT64_MAX);
 
 /**
  * @brief The hint for a failed call, from the one table.
@@ -104,6 +75,15 @@ const char *wc_opcode_name(ibv_wc_opcode opcode);
  */
 [[noreturn]] void fail_errno(const std::string &call, int err);
 
+/**
+ * @brief As fail_errno(), with the hint given instead of the table's (a call whose advice depends on
+ * what the caller knows, e.g. the port it tried to bind).
+ * @param call description of the call
+ * @param err  errno value
+ * @param hint what to check
+ */
+[[noreturn]] void fail_errno(const std::string &call, int err, const std::string &hint);
+
 namespace detail {
 /**
  * @brief With -v, print a successful pointer-returning call and its result.
@@ -136,6 +116,14 @@ template <typename T> T *check(T *ptr, const std::string &call)
 void check_rc(int rc, const std::string &call);
 
 /**
+ * @brief As check_rc(), with the hint chosen by the caller for the errno the call failed with.
+ * @param rc   what the call returned
+ * @param call description of the call
+ * @param hint gives the hint for an errno value
+ */
+void check_rc(int rc, const std::string &call, const std::function<std::string(int)> &hint);
+
+/**
  * @brief Check the result of ibv_poll_cq: negative is an error, otherwise the number of completions.
  * @param n what ibv_poll_cq returned
  * @return @p n when it is not negative
@@ -150,41 +138,5 @@ int check_poll(int n);
  * @param what     what the work request was, for the message, e.g. "RDMA WRITE"
  */
 void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what);
-
-/**
- * @brief Take, without waiting, each asynchronous event the device has reported so far (at most 16):
- * hand it to @p fn, then acknowledge it (ibv_ack_async_event()).
- * @param ctx the device context
- * @param fn  called once per event, before it is acknowledged
- */
-void for_each_async_event(ibv_context *ctx, const std::function<void(const ibv_async_event &)> &fn);
-
-/**
- * @brief The asynchronous events the device has reported so far, taken without blocking.
- *
- * Errors that belong to no work request arrive on the device's async event queue, not on a CQ:
- * IBV_EVENT_QP_FATAL (the QP broke), IBV_EVENT_CQ_ERR (the CQ overran: it was too small),
- * IBV_EVENT_PORT_ERR (the link went down). They explain why "nothing ever completes". Each event is
- * taken with ibv_get_async_event() and acknowledged with ibv_ack_async_event().
- * @param ctx the device context
- * @return e.g. "IBV_EVENT_QP_FATAL on QP 0x000012", several separated by ", ", or "" when none
- */
-std::string take_async_events(ibv_context *ctx);
-
-/**
- * @brief The enum name of an asynchronous event, e.g. "IBV_EVENT_QP_FATAL".
- * @param type the event type
- * @return its name
- */
-const char *async_event_name(ibv_event_type type);
-
-/**
- * @brief @p e again, with the device's asynchronous events (take_async_events()), if it reported any,
- * added to the message: "... (the device reported: IBV_EVENT_QP_FATAL on QP 0x000011)".
- * @param e   the error
- * @param ctx the device context
- * @return the error to throw
- */
-Error with_async_events(const Error &e, ibv_context *ctx);
 
 } // namespace rdma_samples
