@@ -25,9 +25,8 @@ files_flow() {
     assert_success
     assert_line 'Sender has sent: "Hi RDMA!", connection 0'
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line 'Got from sender: "Hi RDMA!", connection 0'
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line 'Got from sender: "Hi RDMA!", connection 0'
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_multi_conn files: 4 connections, numbered descriptor files, a custom string on each" {
@@ -36,10 +35,10 @@ files_flow() {
     assert_equal "$peer_status" 0
     for i in 0 1 2 3; do
         assert_line "Sender has sent: \"four ways\", connection $i"
-        grep -qxF "Got from sender: \"four ways\", connection $i" <<<"$peer_output"
+        assert_peer_line "Got from sender: \"four ways\", connection $i"
     done
     assert_line --partial "$BATS_TEST_TMPDIR/sender.desc-0000"
-    grep -qF "$BATS_TEST_TMPDIR/sender.desc-0003" <<<"$peer_output"
+    assert_peer_line --partial "$BATS_TEST_TMPDIR/sender.desc-0003"
 }
 
 @test "rdma_multi_conn files: 16 connections" {
@@ -48,7 +47,7 @@ files_flow() {
     assert_equal "$peer_status" 0
     assert_equal "$(grep -c '^Sender has sent: "Hi RDMA!", connection' <<<"$output")" 16
     assert_equal "$(grep -c '^Got from sender: "Hi RDMA!", connection' <<<"$peer_output")" 16
-    grep -qxF 'Got from sender: "Hi RDMA!", connection 15' <<<"$peer_output"
+    assert_peer_line 'Got from sender: "Hi RDMA!", connection 15'
 }
 
 # cm_receiving_server N: a receiving server for N senders, N sender clients in the background, each
@@ -110,7 +109,7 @@ cm_receiving_server() {
     for i in 0 1 2 3; do
         wait_peer "client$i"
         assert_equal "$peer_status" 0
-        grep -qxF 'Got from sender: "to every client", connection 0' <<<"$peer_output"
+        assert_peer_line 'Got from sender: "to every client", connection 0'
     done
     wait_peer server
     assert_equal "$peer_status" 0
@@ -120,12 +119,9 @@ cm_receiving_server() {
 
 @test "rdma_multi_conn cm: -sat gid maps an IPv4-mapped GID to its address" {
     require_cm_addr
-    start_peer server "$RECEIVE" -cm -nc 1 -lp "$PORT" -t 60
-    wait_listening server
-    run "$SEND" -cm -sa "::ffff:$CM_ADDR" -sat gid -lp "$PORT" -t 60 -s "by gid"
-    wait_peer server
+    cm_pair "$RECEIVE" -cm -nc 1 -lp "$PORT" -t 60 -- "$SEND" -cm -sa "::ffff:$CM_ADDR" -sat gid -lp "$PORT" -t 60 -s "by gid"
     assert_success
     assert_line --partial "RDMA CM: $CM_ADDR port $PORT is reachable through"
     assert_equal "$peer_status" 0
-    grep -qxF 'Got from sender: "by gid", connection 0' <<<"$peer_output"
+    assert_peer_line 'Got from sender: "by gid", connection 0'
 }
