@@ -1,0 +1,67 @@
+#!/usr/bin/env python3
+"""rdma_bench/test_report.py: report.py reads perftest's and rdma_bench's output as bench did in shell.
+
+The saved outputs are in rdma_bench/testdata/. Run by meson test (suite unit), or by itself.
+"""
+import os
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import report  # noqa: E402
+
+
+def saved(name):
+    with open(os.path.join(HERE, "testdata", name)) as f:
+        return f.read()
+
+
+class CsvLine(unittest.TestCase):
+    def line(self, tool, test, name, knob="", value=""):
+        return report.csv_line(tool, test, "64", "500", "1", knob, value, saved(name))
+
+    def test_perftest_bandwidth_takes_the_average_and_the_message_rate(self):
+        self.assertEqual(self.line("perftest", "write_bw", "perftest_write_bw.txt"),
+                         "perftest,write_bw,64,500,1,,,71.88,0.001150,,,,,,")
+
+    def test_perftest_latency_takes_min_typical_percentiles_and_max(self):
+        self.assertEqual(self.line("perftest", "write_lat", "perftest_write_lat.txt"),
+                         "perftest,write_lat,64,500,1,,,,,21.05,30.71,120.33,389.12,389.12,")
+
+    def test_rdma_bench_bandwidth_with_cpu_and_a_knob(self):
+        self.assertEqual(self.line("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4"),
+                         "ours,write_bw,64,500,1,tx-depth,4,60.12,0.015391,,,,,,12.345")
+
+    def test_rdma_bench_latency(self):
+        self.assertEqual(self.line("ours", "send_lat", "ours_send_lat.txt"),
+                         "ours,send_lat,64,500,1,,,,,40.10,55.20,140.00,300.50,300.50,50.100")
+
+    def test_no_numeric_row_is_no_result(self):
+        self.assertIsNone(self.line("perftest", "atomic_bw", "perftest_failed.txt"))
+
+    def test_the_last_numeric_row_counts(self):
+        text = " 2 10 1.0 2.0 0.5\n 2 10 3.0 4.0 0.25\n"
+        self.assertEqual(report.csv_line("perftest", "send_bw", "2", "10", "1", "", "", text),
+                         "perftest,send_bw,2,10,1,,,4.0,0.25,,,,,,")
+
+
+class AddRun(unittest.TestCase):
+    def test_start_then_add_writes_the_header_and_one_line(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "results.csv")
+            sys.argv = ["report.py", "--start", path]
+            self.assertEqual(report.main(), 0)
+            status = report.add_run(path, "ours", "write_bw", "4096", "1000", "2", "", "",
+                                    os.path.join(HERE, "testdata", "ours_write_bw.txt"))
+            self.assertEqual(status, 0)
+            with open(path) as f:
+                self.assertEqual(f.read(), report.CSV_HEADER + "\nours,write_bw,4096,1000,2,,,60.12,0.015391,,,,,,12.345\n")
+            rows = report.load(path)
+            self.assertEqual(rows[0]["bw_MBps"], "60.12")
+            self.assertEqual(rows[0]["cpu_us_per_op"], "12.345")
+
+
+if __name__ == "__main__":
+    unittest.main()
