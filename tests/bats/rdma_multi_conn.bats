@@ -51,7 +51,7 @@ files_flow() {
 }
 
 # cm_receiving_server N: a receiving server for N senders, N sender clients in the background, each
-# with its own string. Afterwards $output/$status are the server's.
+# with its own string. Afterwards $peer_status/$peer_output are the server's.
 cm_receiving_server() {
     local n=$1 i
     require_cm_addr
@@ -62,40 +62,35 @@ cm_receiving_server() {
     done
     for ((i = 0; i < n; i++)); do
         wait_peer "client$i"
-        [ "$peer_status" = 0 ] || { echo "client $i: $peer_output"; return 1; }
+        [ "$peer_status" = 0 ] || fail "client $i exited with status $peer_status: $peer_output"
     done
     wait_peer server
-    status=$peer_status
-    output=$peer_output
 }
 
 @test "rdma_multi_conn cm: a receiving server and one sender" {
     cm_receiving_server 1
-    assert_equal "$status" 0
-    run echo "$output"
-    assert_line --regexp "^connection 0 established from $CM_ADDR port [0-9]+$"
-    assert_line 'Got from sender: "from client 0", connection 0'
-    assert_line --index -1 "Sample finished successfully"
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp "^connection 0 established from $CM_ADDR port [0-9]+$"
+    assert_peer_line 'Got from sender: "from client 0", connection 0'
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_multi_conn cm: a receiving server and 4 sender processes, each message arrives once" {
     cm_receiving_server 4
-    assert_equal "$status" 0
-    run echo "$output"
+    assert_equal "$peer_status" 0
     for i in 0 1 2 3; do
-        assert_line --regexp "^connection $i established from $CM_ADDR port"
-        assert_equal "$(grep -c "^Got from sender: \"from client $i\", connection [0-3]$" <<<"$output")" 1
+        assert_peer_line --regexp "^connection $i established from $CM_ADDR port"
+        assert_equal "$(grep -c "^Got from sender: \"from client $i\", connection [0-3]$" <<<"$peer_output")" 1
     done
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_multi_conn cm: a receiving server and 16 sender processes" {
     cm_receiving_server 16
-    assert_equal "$status" 0
-    assert_equal "$(grep -c '^connection [0-9]* established from' <<<"$output")" 16
-    assert_equal "$(grep -c '^Got from sender: "from client [0-9]*", connection [0-9]*$' <<<"$output")" 16
-    run echo "$output"
-    assert_line --index -1 "Sample finished successfully"
+    assert_equal "$peer_status" 0
+    assert_equal "$(grep -c '^connection [0-9]* established from' <<<"$peer_output")" 16
+    assert_equal "$(grep -c '^Got from sender: "from client [0-9]*", connection [0-9]*$' <<<"$peer_output")" 16
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_multi_conn cm: a sending server and 4 receiver processes" {

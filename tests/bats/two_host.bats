@@ -186,8 +186,8 @@ assert_write_in_four_packets() {
     assert_write_in_four_packets 9
     assert_every_pair_said_so
     # Each side addresses the other by the GID of its own machine's interface.
-    grep -qF 'GID index 1 (::ffff:10.77.0.2)' "$TRACE/1/requester.out"
-    grep -qF 'GID index 1 (::ffff:10.77.0.1)' "$TRACE/1/responder.out"
+    assert grep -qF 'GID index 1 (::ffff:10.77.0.2)' "$TRACE/1/requester.out"
+    assert grep -qF 'GID index 1 (::ffff:10.77.0.1)' "$TRACE/1/responder.out"
 }
 
 @test "two hosts: on the wire, every pair with RDMA CM: the CM's REQ, REP, RTU first, then the same opcodes" {
@@ -197,7 +197,7 @@ assert_write_in_four_packets() {
         # The connection: a REQ from the client, the server's REP, the client's RTU, before any data.
         assert_equal "$(head -n 3 "$TRACE/$n/report.txt")" \
             "$(printf '%s\n' "-> CM REQ (connect request)" "<- CM REP (connect reply)" "-> CM RTU (ready to use)")"
-        grep -q 'CM DREQ' "$TRACE/$n/report.txt"
+        assert grep -q 'CM DREQ' "$TRACE/$n/report.txt"
     done
     # Under -cm a pair that exports memory SENDs its descriptor first (the server to the client).
     for n in 1 2 3 6 7; do
@@ -212,7 +212,7 @@ assert_write_in_four_packets() {
     # No files: everything, the mmap descriptor included, travelled in-band; every server saw host B.
     for n in 1 2 3 4 5 6 7; do
         assert_equal "$(ls -A "$TRACE/$n/share")" ""
-        grep -q 'connection established from 10.77.0.2' "$TRACE/$n/responder.out"
+        assert grep -q 'connection established from 10.77.0.2' "$TRACE/$n/responder.out"
     done
 }
 
