@@ -53,6 +53,7 @@ cm_addr() {
 #   --share DIR   a folder the VM may write (repeatable)
 # Without a device and without the VM, `device_cmd` is CMD: its device tests skip with a how-to (the
 # caller may refuse earlier, with vm_available).
+# shellcheck disable=SC2034 # (device_cmd is for the caller)
 on_device() {
     local cm=0 timeout=1500 vm_args=()
     while [ $# -gt 0 ]; do
