@@ -23,25 +23,19 @@ class CsvLine(unittest.TestCase):
     def line(self, tool, test, name, knob="", value=""):
         return report.csv_line(tool, test, "64", "500", "1", knob, value, saved(name))
 
-    def test_perftest_bandwidth_takes_the_average_and_the_message_rate(self):
-        self.assertEqual(self.line("perftest", "write_bw", "perftest_write_bw.txt"),
-                         "perftest,write_bw,64,500,1,,,0.01,0.003952,,,,,,")
-
-    def test_perftest_latency_takes_min_typical_percentiles_and_max(self):
-        self.assertEqual(self.line("perftest", "write_lat", "perftest_write_lat.txt"),
-                         "perftest,write_lat,64,500,1,,,,,319.19,2380.78,6515.29,6515.29,6515.29,")
-
-    def test_rdma_bench_bandwidth_with_cpu_and_a_knob(self):
-        self.assertEqual(self.line("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4"),
-                         "ours,write_bw,64,500,1,tx-depth,4,0.10,0.053673,,,,,,21.800")
-
-    def test_rdma_bench_latency(self):
-        self.assertEqual(self.line("ours", "send_lat", "ours_send_lat.txt"),
-                         "ours,send_lat,64,500,1,,,,,336.40,1998.44,3723.51,3723.51,3723.51,3988.620")
-
-    def test_perftest_atomic_latency(self):
-        self.assertEqual(self.line("perftest", "atomic_lat", "perftest_atomic_lat.txt"),
-                         "perftest,atomic_lat,64,500,1,,,,,13.06,13.20,68.66,68.66,68.66,")
+    def test_each_tool_and_mode_takes_its_columns(self):
+        # perftest: the average bandwidth and the message rate; min, typical, the percentiles and max.
+        # rdma_bench: the same measurements and its CPU time per operation.
+        for tool, test, name, knob, value, expected in [
+            ("perftest", "write_bw", "perftest_write_bw.txt", "", "", "0.01,0.003952,,,,,,"),
+            ("perftest", "write_lat", "perftest_write_lat.txt", "", "", ",,319.19,2380.78,6515.29,6515.29,6515.29,"),
+            ("perftest", "atomic_lat", "perftest_atomic_lat.txt", "", "", ",,13.06,13.20,68.66,68.66,68.66,"),
+            ("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4", "0.10,0.053673,,,,,,21.800"),
+            ("ours", "send_lat", "ours_send_lat.txt", "", "", ",,336.40,1998.44,3723.51,3723.51,3723.51,3988.620"),
+        ]:
+            with self.subTest(name):
+                self.assertEqual(self.line(tool, test, name, knob, value),
+                                 f"{tool},{test},64,500,1,{knob},{value},{expected}")
 
     def test_no_numeric_row_is_no_result(self):
         self.assertIsNone(self.line("perftest", "atomic_bw", "perftest_failed.txt"))
