@@ -1,14 +1,70 @@
 #!/usr/bin/env python3
-"""rdma_bench/report.py DIR: the table and the SVG plots of a `./lab bench` run, from DIR/results.csv.
+"""rdma_bench/report.py: the data of `./lab bench` (rdma_bench/bench runs the programs).
 
-Standard library only. Writes DIR/table.txt, DIR/summary.csv and DIR/*.svg; prints the table.
+    report.py DIR        the table and the SVG plots of a run, from DIR/results.csv: writes
+                         DIR/table.txt, DIR/summary.csv and DIR/*.svg; prints the table
+    report.py --start CSV
+                         start CSV (results.csv) with its header
+    report.py --add CSV TOOL TEST SIZE ITERS PAIR KNOB VALUE FILE
+                         parse FILE, the output of one run of perftest (TOOL perftest) or rdma_bench
+                         (TOOL ours), and add its line to CSV; exit status 1 when FILE holds no result
+
+Standard library only.
 """
 import csv
 import math
 import os
+import re
 import statistics
 import sys
 from collections import defaultdict
+
+CSV_HEADER = ("tool,test,size,iters,pair,knob,value,bw_MBps,rate_Mmsgps,lat_min_us,lat_median_us,lat_p99_us,"
+              "lat_p999_us,lat_max_us,cpu_us_per_op")
+
+# The numeric row of a result: a line of numbers only (bytes, iterations, then the measurements).
+RESULT_ROW = re.compile(r"^\s*[0-9]+\s+[0-9]+(\s+[0-9.]+)+\s*$")
+
+# Where each measurement is in that row (1 = the first column), by tool and mode. perftest's bandwidth
+# row: #bytes #iterations BW_peak BW_average MsgRate; its latency row: #bytes #iterations t_min t_max
+# t_typical t_avg t_stdev 99% 99.9%. rdma_bench's: bytes iterations MB/s Mmsg/s CPU_us/op, and bytes
+# iterations min_us median_us p99_us p99.9_us max_us CPU_us/op.
+COLUMNS = {
+    ("perftest", "bw"): {"bw": 4, "rate": 5},
+    ("perftest", "lat"): {"min": 3, "max": 4, "med": 5, "p99": 8, "p999": 9},
+    ("ours", "bw"): {"bw": 3, "rate": 4, "cpu": 5},
+    ("ours", "lat"): {"min": 3, "med": 4, "p99": 5, "p999": 6, "max": 7, "cpu": 8},
+}
+MEASUREMENTS = ["bw", "rate", "min", "med", "p99", "p999", "max", "cpu"]
+
+
+def result_row(text):
+    """The last numeric row of a tool's output, as a list of its fields; None when there is none."""
+    rows = [line.split() for line in text.splitlines() if RESULT_ROW.match(line)]
+    return rows[-1] if rows else None
+
+
+def csv_line(tool, test, size, iters, pair, knob, value, text):
+    """The results.csv line of one run (TEST such as write_bw), or None when TEXT holds no result."""
+    row = result_row(text)
+    if row is None:
+        return None
+    columns = COLUMNS.get((tool, test.split("_", 1)[-1]), {})
+    measured = {m: (row[columns[m] - 1] if m in columns and columns[m] <= len(row) else "") for m in MEASUREMENTS}
+    return ",".join([tool, test, size, iters, pair, knob, value] + [measured[m] for m in MEASUREMENTS])
+
+
+def add_run(csv_path, tool, test, size, iters, pair, knob, value, path):
+    with open(path, errors="replace") as f:
+        text = f.read()
+    line = csv_line(tool, test, size, iters, pair, knob, value, text)
+    if line is None:
+        print(f"bench: no result in {path}:", file=sys.stderr)
+        sys.stderr.write("".join(text.splitlines(keepends=True)[-5:]))
+        return 1
+    with open(csv_path, "a") as f:
+        f.write(line + "\n")
+    return 0
 
 TESTS = ["write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat", "atomic_bw", "atomic_lat"]
 
@@ -183,6 +239,12 @@ def plots(rows, outdir, groups):
 
 
 def main():
+    if sys.argv[1:2] == ["--start"] and len(sys.argv) == 3:
+        with open(sys.argv[2], "w") as f:
+            f.write(CSV_HEADER + "\n")
+        return 0
+    if sys.argv[1:2] == ["--add"] and len(sys.argv) == 11:
+        return add_run(*sys.argv[2:])
     if len(sys.argv) != 2:
         print("usage: report.py DIR (with DIR/results.csv)", file=sys.stderr)
         return 2

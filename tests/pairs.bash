@@ -1,5 +1,7 @@
-# tests/pairs.bash: every sample pair, by the name ./lab and the tools use. Sourced by trace/trace and
-# tests/stress/stress.
+# tests/pairs.bash: every sample pair, by the name ./lab and the tools use: the one pair table. Sourced
+# by lab, tests/stress/stress, rdma_bench/bench and valgrind.bats; the tools in Python (trace/host.py)
+# run it: `tests/pairs.bash SAMPLE` prints the pair as one JSON object (the names below), exit status 1
+# for an unknown SAMPLE.
 #
 # pair SAMPLE sets:
 #   resp, req            the two programs, relative to the build directory (responder: the side that
@@ -33,3 +35,23 @@ pair() {
     esac
     [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")
 }
+
+# json_strings ARGS...: the arguments as a JSON array of strings.
+json_strings() {
+    local a sep=
+    printf '['
+    for a in "$@"; do
+        a=${a//\\/\\\\}
+        printf '%s"%s"' "$sep" "${a//\"/\\\"}"
+        sep=', '
+    done
+    printf ']'
+}
+
+if [ "${BASH_SOURCE[0]}" = "$0" ]; then
+    set -euo pipefail
+    pair "${1:?usage: tests/pairs.bash SAMPLE}" || exit 1
+    printf '{"resp": "%s", "req": "%s", "exports": %s, "cm_clients": %s, ' "$resp" "$req" "$exports" "$cm_clients"
+    printf '"resp_args": %s, "req_args": %s, "cm_req_args": %s}\n' "$(json_strings "${resp_args[@]}")" \
+        "$(json_strings "${req_args[@]}")" "$(json_strings "${cm_req_args[@]}")"
+fi

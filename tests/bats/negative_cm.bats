@@ -15,7 +15,7 @@ setup() {
 @test "cm: a client to a port where nobody listens gives up within -t and asks whether the server runs" {
     local start=$SECONDS
     run -1 --separate-stderr "$(prog rdma_write_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 3
-    [ $((SECONDS - start)) -le 12 ]
+    assert [ $((SECONDS - start)) -le 12 ]
     assert_line --partial "nobody listens on $CM_ADDR port $PORT yet; trying again for up to 3 s"
     assert_regex "$stderr" "requester: step 4 failed: waiting for the server to accept: got RDMA_CM_EVENT_REJECTED \(status 8\): nobody listens on $CM_ADDR port $PORT"
     assert_regex "$stderr" "hint: is the server running on $CM_ADDR port $PORT\?"
@@ -45,12 +45,11 @@ setup() {
     wait_peer server
     echo "$peer_output"
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line 'Got from sender: "first", connection 0'
-    assert_line 'Got from sender: "second", connection 1'
-    assert_line --partial "receiver: step 5 failed: timed out after 8 s without a new sender: 2 of 3 senders connected, 2 of 3 messages arrived"
-    assert_line "hint: start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc"
-    assert_line --index -1 "Sample finished with errors"
+    assert_peer_line 'Got from sender: "first", connection 0'
+    assert_peer_line 'Got from sender: "second", connection 1'
+    assert_peer_line --partial "receiver: step 5 failed: timed out after 8 s without a new sender: 2 of 3 senders connected, 2 of 3 messages arrived"
+    assert_peer_line "hint: start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc"
+    assert_peer_line --index -1 "Sample finished with errors"
 }
 
 @test "cm: a sender killed after connecting: the server finishes the others and reports the lost one" {
@@ -71,12 +70,11 @@ setup() {
     assert_success
     wait_peer server
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line 'Got from sender: "before", connection 0'
-    assert_line 'Got from sender: "after", connection 2'
-    assert_line --partial "connection 1 lost: the sender went away (RDMA_CM_EVENT_DISCONNECTED) before its message arrived"
-    assert_line --partial "receiver: step 5 failed: 3 of 3 senders connected, 2 of 3 messages arrived; lost: connection 1"
-    assert_line --index -1 "Sample finished with errors"
+    assert_peer_line 'Got from sender: "before", connection 0'
+    assert_peer_line 'Got from sender: "after", connection 2'
+    assert_peer_line --partial "connection 1 lost: the sender went away (RDMA_CM_EVENT_DISCONNECTED) before its message arrived"
+    assert_peer_line --partial "receiver: step 5 failed: 3 of 3 senders connected, 2 of 3 messages arrived; lost: connection 1"
+    assert_peer_line --index -1 "Sample finished with errors"
 }
 
 @test "cm: a second server on the same port is refused with a hint" {

@@ -16,9 +16,8 @@ setup() {
     assert_line "Compare-and-swap: found 1, swapped"
     assert_line "Expected final counter value: 100"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line "Final counter value: 100 (0x64)"
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line "Final counter value: 100 (0x64)"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "atomic: --initial 40 --add 2 gives 40 -> 42; compare-swap 42 -> 7 swaps" {
@@ -28,8 +27,7 @@ setup() {
     assert_line "Compare-and-swap: found 42, swapped"
     assert_equal "$(grep -o 'Expected final counter value: [0-9]*' <<<"$output" | grep -o '[0-9]*$')" 7
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line "Final counter value: 7 (0x7)"
+    assert_peer_line "Final counter value: 7 (0x7)"
 }
 
 @test "atomic: a compare-and-swap that does not match leaves the counter alone" {
@@ -38,16 +36,14 @@ setup() {
     refute_line --partial "Fetch-and-add"
     assert_line "Compare-and-swap: found 5, not swapped"
     assert_line "Expected final counter value: 5"
-    run echo "$peer_output"
-    assert_line "Final counter value: 5 (0x5)"
+    assert_peer_line "Final counter value: 5 (0x5)"
 }
 
 @test "atomic: fetch-and-add alone, with a 64-bit value that wraps" {
     run_pair "$RESPONDER" $(responder_paths) -t 20 --initial 0xffffffffffffffff -- "$REQUESTER" $(requester_paths) -t 20 --op fetch-add --add 2
     assert_success
     assert_line "Fetch-and-add: old value 18446744073709551615, new value 1"
-    run echo "$peer_output"
-    assert_line "Final counter value: 1 (0x1)"
+    assert_peer_line "Final counter value: 1 (0x1)"
 }
 
 @test "atomic: byte order: the counter and the old value are plain host-order 64-bit integers" {
@@ -57,8 +53,7 @@ setup() {
     assert_line "Fetch-and-add: old value 72623859790382856, new value 72623859790382872"
     # x86 is little-endian: the least significant byte comes first in memory.
     assert_line --partial "the old value as stored in our buffer, byte by byte: 08 07 06 05 04 03 02 01 = 0x0102030405060708"
-    run echo "$peer_output"
-    assert_line "Final counter value: 72623859790382872 (0x102030405060718)"
+    assert_peer_line "Final counter value: 72623859790382872 (0x102030405060718)"
 }
 
 @test "atomic: compare-and-swap alone compares with 0 by default" {
@@ -68,8 +63,7 @@ setup() {
     assert_line "step 6: post an atomic compare-and-swap: if the counter is 0, make it 100"
     assert_line "step 7: say goodbye with a zero-length SEND, so the responder may read its counter"
     assert_line "Compare-and-swap: found 0, swapped"
-    run echo "$peer_output"
-    assert_line "Final counter value: 100 (0x64)"
+    assert_peer_line "Final counter value: 100 (0x64)"
 }
 
 @test "atomic: the requester refuses a counter without remote atomic before posting" {
@@ -78,8 +72,7 @@ setup() {
     assert_line --partial "hint: the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC"
     refute_line --partial "step 6:"
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line --partial "(demonstration) the counter grants no remote atomic: access local_write"
+    assert_peer_line --partial "(demonstration) the counter grants no remote atomic: access local_write"
 }
 
 @test "atomic: posted anyway, an atomic on memory without remote atomic is refused by the responder" {
@@ -92,9 +85,8 @@ setup() {
     assert_line --index -1 "Sample finished with errors"
     # The refused atomic broke the connection: the responder's goodbye receive is flushed.
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line --partial "responder: step 6 failed: the requester's goodbye (a zero-length SEND after its atomics) completed with IBV_WC_WR_FLUSH_ERR"
-    refute_line --partial "Final counter value"
+    assert_peer_line --partial "responder: step 6 failed: the requester's goodbye (a zero-length SEND after its atomics) completed with IBV_WC_WR_FLUSH_ERR"
+    refute_peer_line --partial "Final counter value"
 }
 
 @test "atomic: an unaligned remote address is refused before posting" {

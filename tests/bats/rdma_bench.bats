@@ -30,9 +30,8 @@ assert_both_verified() {
     assert_line --regexp '^Verified: '
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --regexp '^Verified: '
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --regexp '^Verified: '
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_bench: write bandwidth, verified" {
@@ -64,9 +63,8 @@ assert_both_verified() {
     bench --op send --mode bw --size 4096 --iters 20 --warmup 2 --tx-depth 8 --verify
     assert_bw_rows 1
     assert_success
-    run echo "$peer_output"
-    assert_line "Responder served 22 messages"
-    assert_line --regexp '^Verified: '
+    assert_peer_line "Responder served 22 messages"
+    assert_peer_line --regexp '^Verified: '
 }
 
 @test "rdma_bench: send latency (ping-pong), verified" {

@@ -13,18 +13,15 @@ setup() {
 # cm_bench KNOBS...: the responder listens, the requester connects; same knobs on both sides.
 cm_bench() {
     cd "$BATS_TEST_TMPDIR"
-    start_peer server "$(prog rdma_bench_responder)" -cm -lp "$PORT" -t 30 "$@"
-    wait_listening server
-    run timeout -k 5 120 "$(prog rdma_bench_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 "$@"
-    wait_peer server
+    cm_pair "$(prog rdma_bench_responder)" -cm -lp "$PORT" -t 30 "$@" -- \
+        "$(prog rdma_bench_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 "$@"
     assert_success
     assert_line --regexp '^Verified: '
     assert_line --partial "step 8: disconnect"
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --regexp '^Verified: '
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --regexp '^Verified: '
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_bench -cm: write bandwidth and latency, verified" {

@@ -10,21 +10,6 @@ setup() {
     PORT=$((20000 + RANDOM % 20000))
 }
 
-# cm_pair SERVER [ARGS...] -- CLIENT [ARGS...]: the server in the background, the client under `run`
-# once the server listens; $peer_status/$peer_output are the server's.
-cm_pair() {
-    local server=()
-    while [ "$1" != -- ]; do
-        server+=("$1")
-        shift
-    done
-    shift
-    start_peer server "${server[@]}"
-    wait_listening server
-    run timeout -k 5 120 "$@"
-    wait_peer server
-}
-
 @test "rdma_write -cm: the string crosses over, no descriptor file is written, both sides disconnect" {
     cd "$BATS_TEST_TMPDIR"
     cm_pair "$(prog rdma_write_responder)" -cm -lp "$PORT" -t 30 -ld none.desc -m none.mmap -- \
@@ -35,11 +20,12 @@ cm_pair() {
     assert_line --partial "step 9: disconnect"
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --regexp "RDMA CM: connection established from $CM_ADDR port [0-9]+"
-    assert_line 'Responder memory now holds: "over RDMA CM"'
-    assert_line --index -1 "Sample finished successfully"
-    [ ! -e none.desc ] && [ ! -e none.mmap ] && [ ! -e none2.desc ]
+    assert_peer_line --regexp "RDMA CM: connection established from $CM_ADDR port [0-9]+"
+    assert_peer_line 'Responder memory now holds: "over RDMA CM"'
+    assert_peer_line --index -1 "Sample finished successfully"
+    assert [ ! -e none.desc ]
+    assert [ ! -e none.mmap ]
+    assert [ ! -e none2.desc ]
 }
 
 @test "rdma_read -cm: the requester reads the responder's string; the mmap descriptor arrives in-band" {
@@ -53,12 +39,11 @@ cm_pair() {
     assert_line --partial "step 9: disconnect"
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --partial "sent our mmap descriptor in-band"
-    assert_line 'Responder memory still holds: "read over RDMA CM"'
-    assert_line --partial "step 7: disconnect"
-    assert_line --index -1 "Sample finished successfully"
-    [ -z "$(ls -A)" ]
+    assert_peer_line --partial "sent our mmap descriptor in-band"
+    assert_peer_line 'Responder memory still holds: "read over RDMA CM"'
+    assert_peer_line --partial "step 7: disconnect"
+    assert_peer_line --index -1 "Sample finished successfully"
+    assert_equal "$(ls -A)" ""
 }
 
 @test "rdma_write_immediate -cm: the write lands and the immediate completes the responder's receive" {
@@ -69,10 +54,9 @@ cm_pair() {
     assert_line 'Requester has written: "immediate over CM" with immediate 0xabcd'
     assert_line --partial "step 7: disconnect"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line 'Responder memory now holds: "immediate over CM" (17 bytes, immediate 0xabcd)'
-    assert_line --index -1 "Sample finished successfully"
-    [ -z "$(ls -A)" ]
+    assert_peer_line 'Responder memory now holds: "immediate over CM" (17 bytes, immediate 0xabcd)'
+    assert_peer_line --index -1 "Sample finished successfully"
+    assert_equal "$(ls -A)" ""
 }
 
 @test "rdma_send_receive -cm: no descriptor at all, the connection alone carries the message" {
@@ -85,10 +69,9 @@ cm_pair() {
     assert_line --partial "step 7: disconnect"
     refute_line --partial "in-band"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line 'Got from sender: "sent over RDMA CM"'
-    assert_line --index -1 "Sample finished successfully"
-    [ -z "$(ls -A)" ]
+    assert_peer_line 'Got from sender: "sent over RDMA CM"'
+    assert_peer_line --index -1 "Sample finished successfully"
+    assert_equal "$(ls -A)" ""
 }
 
 @test "rdma_send_receive_immediate -cm: message and immediate arrive, the CM's REP replaced the receiver's file" {
@@ -100,11 +83,10 @@ cm_pair() {
     assert_line "RDMA send with immediate task was done successfully"
     assert_line --partial "step 7: disconnect"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --partial "step 5: wait for the sender to connect with RDMA CM"
-    assert_line 'Got from sender: "imm over RDMA CM" with immediate: 0xabcd'
-    assert_line --partial "step 8: disconnect"
-    [ -z "$(ls -A)" ]
+    assert_peer_line --partial "step 5: wait for the sender to connect with RDMA CM"
+    assert_peer_line 'Got from sender: "imm over RDMA CM" with immediate: 0xabcd'
+    assert_peer_line --partial "step 8: disconnect"
+    assert_equal "$(ls -A)" ""
 }
 
 @test "rdma_atomic -cm: fetch-and-add and compare-and-swap on a counter whose descriptor came in-band" {
@@ -115,10 +97,9 @@ cm_pair() {
     assert_line "Fetch-and-add: old value 40, new value 42"
     assert_line --partial "step 9: disconnect"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --regexp '^Final counter value: 7 '
-    assert_line --partial "step 7: disconnect"
-    [ -z "$(ls -A)" ]
+    assert_peer_line --regexp '^Final counter value: 7 '
+    assert_peer_line --partial "step 7: disconnect"
+    assert_equal "$(ls -A)" ""
 }
 
 @test "rdma_sync_event -cm: set, get and the completion value over a connection made by RDMA CM" {
@@ -132,13 +113,12 @@ cm_pair() {
     assert_line --partial "step 9: disconnect"
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --partial "sent our sync_event descriptor in-band"
-    assert_line "Sync event value 0xd0ca received"
-    assert_line "Sync event completion value 0xffffffffffffffff received"
-    assert_line --partial "step 10: disconnect"
-    assert_line --index -1 "Sample finished successfully"
-    [ -z "$(ls -A)" ]
+    assert_peer_line --partial "sent our sync_event descriptor in-band"
+    assert_peer_line "Sync event value 0xd0ca received"
+    assert_peer_line "Sync event completion value 0xffffffffffffffff received"
+    assert_peer_line --partial "step 10: disconnect"
+    assert_peer_line --index -1 "Sample finished successfully"
+    assert_equal "$(ls -A)" ""
 }
 
 # The ACK of the responder's descriptor SEND arrives late, so the requester's next message (its WRITE
@@ -155,47 +135,46 @@ reordered_pair() {
     assert_success
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_write -cm: the goodbye completes before the descriptor SEND's completion; both waits find theirs" {
     reordered_pair rdma_write_responder rdma_write_requester -w "late ACK"
-    assert_line "  [verbs] test: 2 completions kept newest first"
-    assert_line 'Responder memory now holds: "late ACK"'
+    assert_peer_line "  [verbs] test: 2 completions kept newest first"
+    assert_peer_line 'Responder memory now holds: "late ACK"'
 }
 
 @test "rdma_read -cm: the goodbye completes first on the responder; the READ still succeeds" {
     reordered_pair rdma_read_responder rdma_read_requester
-    assert_line "  [verbs] test: 2 completions kept newest first"
+    assert_peer_line "  [verbs] test: 2 completions kept newest first"
 }
 
 @test "rdma_write_immediate -cm: the immediate completes before the descriptor SEND's completion" {
     reordered_pair rdma_write_immediate_responder rdma_write_immediate_requester -w "late ACK"
-    assert_line "  [verbs] test: 2 completions kept newest first"
-    assert_line 'Responder memory now holds: "late ACK" (8 bytes, immediate 0xabcd)'
+    assert_peer_line "  [verbs] test: 2 completions kept newest first"
+    assert_peer_line 'Responder memory now holds: "late ACK" (8 bytes, immediate 0xabcd)'
 }
 
 @test "rdma_atomic -cm: the goodbye completes first on the responder; the counter is right" {
     reordered_pair rdma_atomic_responder rdma_atomic_requester --add 2 --swap 7
-    assert_line "  [verbs] test: 2 completions kept newest first"
-    assert_line --regexp '^Final counter value: 7 '
+    assert_peer_line "  [verbs] test: 2 completions kept newest first"
+    assert_peer_line --regexp '^Final counter value: 7 '
 }
 
 # The sync-event flow needs the responder between the requester's steps, so its goodbye cannot come
 # before the descriptor SEND's completion; the reordered waits must still all succeed.
 @test "rdma_sync_event -cm: every wait delayed and reordered, the flow still completes" {
     reordered_pair rdma_sync_event_responder rdma_sync_event_requester
-    assert_line "Sync event completion value 0xffffffffffffffff received"
+    assert_peer_line "Sync event completion value 0xffffffffffffffff received"
 }
 
 @test "rdma_send_receive and the immediate pair -cm: one completion per side, delayed, still found" {
     reordered_pair rdma_receive rdma_send -s "late"
-    assert_line 'Got from sender: "late"'
+    assert_peer_line 'Got from sender: "late"'
     cd "$BATS_TEST_TMPDIR" && rm -rf cwd
     PORT=$((PORT + 1))
     reordered_pair rdma_receive_immediate rdma_send_immediate -s "late"
-    assert_line 'Got from sender: "late" with immediate: 0xabcd'
+    assert_peer_line 'Got from sender: "late" with immediate: 0xabcd'
 }
 
 @test "-cm and descriptor files give the QP the same timers (-v prints what the QP holds)" {
@@ -207,12 +186,10 @@ reordered_pair() {
         "$(prog rdma_read_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 -v
     assert_success
     assert_line --regexp "$requester"
-    run echo "$peer_output"
-    assert_line --regexp "$responder"
+    assert_peer_line --regexp "$responder"
     run_pair "$(prog rdma_read_responder)" $(responder_paths) -t 30 -v -- \
         "$(prog rdma_read_requester)" $(requester_paths) -t 30 -v
     assert_success
     assert_line --regexp "$requester"
-    run echo "$peer_output"
-    assert_line --regexp "$responder"
+    assert_peer_line --regexp "$responder"
 }

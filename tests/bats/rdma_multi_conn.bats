@@ -25,9 +25,8 @@ files_flow() {
     assert_success
     assert_line 'Sender has sent: "Hi RDMA!", connection 0'
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line 'Got from sender: "Hi RDMA!", connection 0'
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line 'Got from sender: "Hi RDMA!", connection 0'
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_multi_conn files: 4 connections, numbered descriptor files, a custom string on each" {
@@ -36,10 +35,10 @@ files_flow() {
     assert_equal "$peer_status" 0
     for i in 0 1 2 3; do
         assert_line "Sender has sent: \"four ways\", connection $i"
-        grep -qxF "Got from sender: \"four ways\", connection $i" <<<"$peer_output"
+        assert_peer_line "Got from sender: \"four ways\", connection $i"
     done
     assert_line --partial "$BATS_TEST_TMPDIR/sender.desc-0000"
-    grep -qF "$BATS_TEST_TMPDIR/sender.desc-0003" <<<"$peer_output"
+    assert_peer_line --partial "$BATS_TEST_TMPDIR/sender.desc-0003"
 }
 
 @test "rdma_multi_conn files: 16 connections" {
@@ -48,11 +47,11 @@ files_flow() {
     assert_equal "$peer_status" 0
     assert_equal "$(grep -c '^Sender has sent: "Hi RDMA!", connection' <<<"$output")" 16
     assert_equal "$(grep -c '^Got from sender: "Hi RDMA!", connection' <<<"$peer_output")" 16
-    grep -qxF 'Got from sender: "Hi RDMA!", connection 15' <<<"$peer_output"
+    assert_peer_line 'Got from sender: "Hi RDMA!", connection 15'
 }
 
 # cm_receiving_server N: a receiving server for N senders, N sender clients in the background, each
-# with its own string. Afterwards $output/$status are the server's.
+# with its own string. Afterwards $peer_status/$peer_output are the server's.
 cm_receiving_server() {
     local n=$1 i
     require_cm_addr
@@ -63,40 +62,35 @@ cm_receiving_server() {
     done
     for ((i = 0; i < n; i++)); do
         wait_peer "client$i"
-        [ "$peer_status" = 0 ] || { echo "client $i: $peer_output"; return 1; }
+        [ "$peer_status" = 0 ] || fail "client $i exited with status $peer_status: $peer_output"
     done
     wait_peer server
-    status=$peer_status
-    output=$peer_output
 }
 
 @test "rdma_multi_conn cm: a receiving server and one sender" {
     cm_receiving_server 1
-    assert_equal "$status" 0
-    run echo "$output"
-    assert_line --regexp "^connection 0 established from $CM_ADDR port [0-9]+$"
-    assert_line 'Got from sender: "from client 0", connection 0'
-    assert_line --index -1 "Sample finished successfully"
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp "^connection 0 established from $CM_ADDR port [0-9]+$"
+    assert_peer_line 'Got from sender: "from client 0", connection 0'
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_multi_conn cm: a receiving server and 4 sender processes, each message arrives once" {
     cm_receiving_server 4
-    assert_equal "$status" 0
-    run echo "$output"
+    assert_equal "$peer_status" 0
     for i in 0 1 2 3; do
-        assert_line --regexp "^connection $i established from $CM_ADDR port"
-        assert_equal "$(grep -c "^Got from sender: \"from client $i\", connection [0-3]$" <<<"$output")" 1
+        assert_peer_line --regexp "^connection $i established from $CM_ADDR port"
+        assert_equal "$(grep -c "^Got from sender: \"from client $i\", connection [0-3]$" <<<"$peer_output")" 1
     done
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_multi_conn cm: a receiving server and 16 sender processes" {
     cm_receiving_server 16
-    assert_equal "$status" 0
-    assert_equal "$(grep -c '^connection [0-9]* established from' <<<"$output")" 16
-    assert_equal "$(grep -c '^Got from sender: "from client [0-9]*", connection [0-9]*$' <<<"$output")" 16
-    run echo "$output"
-    assert_line --index -1 "Sample finished successfully"
+    assert_equal "$peer_status" 0
+    assert_equal "$(grep -c '^connection [0-9]* established from' <<<"$peer_output")" 16
+    assert_equal "$(grep -c '^Got from sender: "from client [0-9]*", connection [0-9]*$' <<<"$peer_output")" 16
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_multi_conn cm: a sending server and 4 receiver processes" {
@@ -110,7 +104,7 @@ cm_receiving_server() {
     for i in 0 1 2 3; do
         wait_peer "client$i"
         assert_equal "$peer_status" 0
-        grep -qxF 'Got from sender: "to every client", connection 0' <<<"$peer_output"
+        assert_peer_line 'Got from sender: "to every client", connection 0'
     done
     wait_peer server
     assert_equal "$peer_status" 0
@@ -120,12 +114,9 @@ cm_receiving_server() {
 
 @test "rdma_multi_conn cm: -sat gid maps an IPv4-mapped GID to its address" {
     require_cm_addr
-    start_peer server "$RECEIVE" -cm -nc 1 -lp "$PORT" -t 60
-    wait_listening server
-    run "$SEND" -cm -sa "::ffff:$CM_ADDR" -sat gid -lp "$PORT" -t 60 -s "by gid"
-    wait_peer server
+    cm_pair "$RECEIVE" -cm -nc 1 -lp "$PORT" -t 60 -- "$SEND" -cm -sa "::ffff:$CM_ADDR" -sat gid -lp "$PORT" -t 60 -s "by gid"
     assert_success
     assert_line --partial "RDMA CM: $CM_ADDR port $PORT is reachable through"
     assert_equal "$peer_status" 0
-    grep -qxF 'Got from sender: "by gid", connection 0' <<<"$peer_output"
+    assert_peer_line 'Got from sender: "by gid", connection 0'
 }

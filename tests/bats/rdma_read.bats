@@ -15,10 +15,9 @@ setup() {
     assert_line 'Read from responder: "Hi RDMA!"'
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --partial "access local_write|remote_read"
-    assert_line 'Responder memory still holds: "Hi RDMA!"'
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --partial "access local_write|remote_read"
+    assert_peer_line 'Responder memory still holds: "Hi RDMA!"'
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_read: a custom and a 256-byte string are read byte for byte" {
@@ -52,9 +51,8 @@ setup() {
     # The refused request broke the connection: the responder's QP went to the error state, which
     # flushes the receive it had posted for the goodbye. Its buffer is still unchanged.
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line --partial "responder: step 6 failed: the requester's goodbye (a zero-length SEND after its READ) completed with IBV_WC_WR_FLUSH_ERR"
-    assert_line --partial "hint: this request was flushed because the QP went to the error state"
+    assert_peer_line --partial "responder: step 6 failed: the requester's goodbye (a zero-length SEND after its READ) completed with IBV_WC_WR_FLUSH_ERR"
+    assert_peer_line --partial "hint: this request was flushed because the QP went to the error state"
 }
 
 @test "rdma_read: a READ longer than the exported range is refused before posting" {

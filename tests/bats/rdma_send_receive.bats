@@ -18,11 +18,10 @@ receiver_paths() { echo -ld "$BATS_TEST_TMPDIR/receiver.desc" -re "$BATS_TEST_TM
     assert_line 'Submitting RDMA send task that sends "Hi RDMA!" to receiver'
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line 'Got from sender: "Hi RDMA!"'
+    assert_peer_line 'Got from sender: "Hi RDMA!"'
     # The receiver got the last message: it keeps its QP while a lost ACK could make the sender resend.
-    assert_line "step 7: keep the QP a moment: if our ACK of the message was lost, the sender resends it"
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line "step 7: keep the QP a moment: if our ACK of the message was lost, the sender resends it"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "send_receive: custom and 256-byte messages arrive byte for byte" {
@@ -40,8 +39,7 @@ receiver_paths() { echo -ld "$BATS_TEST_TMPDIR/receiver.desc" -re "$BATS_TEST_TM
     assert_success
     assert_line 'Submitting RDMA send task that sends "" to receiver'
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line 'Got from sender: ""'
+    assert_peer_line 'Got from sender: ""'
 }
 
 @test "send_receive: a message longer than the posted receive fails on both sides, explained" {
@@ -49,10 +47,9 @@ receiver_paths() { echo -ld "$BATS_TEST_TMPDIR/receiver.desc" -re "$BATS_TEST_TM
     assert_line --partial "sender: step 6 failed: the SEND completion completed with IBV_WC_REM_"
     assert_line --regexp "^hint: .*(longer than its receive buffer|receive buffer was too small)"
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
     # Hardware reports IBV_WC_LOC_LEN_ERR; Soft-RoCE reports IBV_WC_LOC_QP_OP_ERR. Both hints say why.
-    assert_line --regexp "^receiver: step 6 failed: the message from the sender completed with IBV_WC_(LOC_LEN_ERR|LOC_QP_OP_ERR)"
-    assert_line --regexp "^hint: .*longer than the receive buffer"
+    assert_peer_line --regexp "^receiver: step 6 failed: the message from the sender completed with IBV_WC_(LOC_LEN_ERR|LOC_QP_OP_ERR)"
+    assert_peer_line --regexp "^hint: .*longer than the receive buffer"
 }
 
 @test "send_receive: a SEND with no receive posted fails with RNR retry exceeded" {
@@ -60,9 +57,8 @@ receiver_paths() { echo -ld "$BATS_TEST_TMPDIR/receiver.desc" -re "$BATS_TEST_TM
     assert_line --partial "sender: step 6 failed: the SEND completion completed with IBV_WC_RNR_RETRY_EXC_ERR"
     assert_line --partial "hint: the peer had no receive posted (Receiver Not Ready): the receiving side must post its receive before the sender sends"
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line --partial "(demonstration) post NO receive"
-    assert_line --partial "receiver: step 6 failed: timed out after 8 s waiting for the message from the sender"
+    assert_peer_line --partial "(demonstration) post NO receive"
+    assert_peer_line --partial "receiver: step 6 failed: timed out after 8 s waiting for the message from the sender"
 }
 
 @test "send_receive: --recv-size out of range is a usage error" {

@@ -25,11 +25,10 @@ receiver_paths() {
     assert_line "RDMA send with immediate task was done successfully"
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --partial "completion: IBV_WC_RECV, byte_len 8, IBV_WC_WITH_IMM set"
-    assert_line 'Got from sender: "Hi RDMA!" with immediate: 0xabcd'
-    assert_line "step 8: keep the QP a moment: if our ACK of the message was lost, the sender resends it"
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --partial "completion: IBV_WC_RECV, byte_len 8, IBV_WC_WITH_IMM set"
+    assert_peer_line 'Got from sender: "Hi RDMA!" with immediate: 0xabcd'
+    assert_peer_line "step 8: keep the QP a moment: if our ACK of the message was lost, the sender resends it"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_send_receive_immediate: a custom string with spaces and quotes arrives byte for byte" {
@@ -38,8 +37,7 @@ receiver_paths() {
     assert_success
     assert_equal "$peer_status" 0
     assert_equal "$(quoted 'Submitting RDMA send with immediate task that sends' "$output" | sed 's/" with immediate 0xabcd to receiver$//')" "$msg"
-    run echo "$peer_output"
-    assert_line "Got from sender: \"$msg\" with immediate: 0xabcd"
+    assert_peer_line "Got from sender: \"$msg\" with immediate: 0xabcd"
 }
 
 @test "rdma_send_receive_immediate: a 256-byte string, the default receive size, fits exactly" {
@@ -48,9 +46,8 @@ receiver_paths() {
     run_pair "$RECEIVER" $(receiver_paths) -t 20 -- "$SENDER" $(sender_paths) -t 20 -s "$msg"
     assert_success
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --partial "completion: IBV_WC_RECV, byte_len 256"
-    assert_line "Got from sender: \"$msg\" with immediate: 0xabcd"
+    assert_peer_line --partial "completion: IBV_WC_RECV, byte_len 256"
+    assert_peer_line "Got from sender: \"$msg\" with immediate: 0xabcd"
 }
 
 @test "rdma_send_receive_immediate: an empty message still carries the immediate" {
@@ -58,10 +55,9 @@ receiver_paths() {
     assert_success
     assert_line 'Submitting RDMA send with immediate task that sends "" with immediate 0xabcd to receiver'
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --partial "completion: IBV_WC_RECV, byte_len 0, IBV_WC_WITH_IMM set"
-    assert_line 'Got from sender: "" with immediate: 0xabcd'
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --partial "completion: IBV_WC_RECV, byte_len 0, IBV_WC_WITH_IMM set"
+    assert_peer_line 'Got from sender: "" with immediate: 0xabcd'
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_send_receive_immediate: -v traces the SEND_WITH_IMM and the receive" {
@@ -69,8 +65,7 @@ receiver_paths() {
     assert_success
     assert_line --partial "[verbs] ibv_post_send(SEND_WITH_IMM) = 0"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line --partial "[verbs] ibv_post_recv = 0"
+    assert_peer_line --partial "[verbs] ibv_post_recv = 0"
 }
 
 @test "rdma_send_receive_immediate: a plain SEND (rdma_send) is refused: no IBV_WC_WITH_IMM" {
@@ -79,12 +74,11 @@ receiver_paths() {
     run_pair "$RECEIVER" $(receiver_paths) -t 20 -- "$plain" $(sender_paths) -t 20
     assert_success
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line --partial "IBV_WC_WITH_IMM not set"
-    assert_line "receiver: step 7 failed: the message arrived without an immediate (IBV_WC_WITH_IMM not set in wc_flags)"
-    assert_line "hint: the sender posted a plain SEND; start rdma_send_immediate, not rdma_send"
-    refute_line --partial "Got from sender"
-    assert_line --index -1 "Sample finished with errors"
+    assert_peer_line --partial "IBV_WC_WITH_IMM not set"
+    assert_peer_line "receiver: step 7 failed: the message arrived without an immediate (IBV_WC_WITH_IMM not set in wc_flags)"
+    assert_peer_line "hint: the sender posted a plain SEND; start rdma_send_immediate, not rdma_send"
+    refute_peer_line --partial "Got from sender"
+    assert_peer_line --index -1 "Sample finished with errors"
 }
 
 @test "rdma_send_receive_immediate: a message larger than the posted receive fails on both sides, and both say why" {
@@ -96,11 +90,10 @@ receiver_paths() {
     assert_regex "$stderr" "hint: the receive buffer the receiver posted is too small for our 8-byte message; it must post a receive at least that large \(its --recv-size\)"
     assert_line --index -1 "Sample finished with errors"
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line --regexp "^receiver: step 6 failed: the receive completed with IBV_WC_LOC_(LEN|QP_OP)_ERR"
-    assert_line "hint: the message was longer than the 4-byte receive buffer we posted (--recv-size); post a receive as large as the largest message (-s takes up to 256 bytes)"
-    refute_line --partial "Got from sender"
-    assert_line --index -1 "Sample finished with errors"
+    assert_peer_line --regexp "^receiver: step 6 failed: the receive completed with IBV_WC_LOC_(LEN|QP_OP)_ERR"
+    assert_peer_line "hint: the message was longer than the 4-byte receive buffer we posted (--recv-size); post a receive as large as the largest message (-s takes up to 256 bytes)"
+    refute_peer_line --partial "Got from sender"
+    assert_peer_line --index -1 "Sample finished with errors"
 }
 
 @test "rdma_send_receive_immediate: a SEND with no receive posted fails with RNR_RETRY_EXC_ERR, even with no data" {
@@ -111,9 +104,8 @@ receiver_paths() {
     assert_regex "$stderr" "hint: the receiver had no receive posted \(Receiver Not Ready; we retried 6 times\). Failing to submit a receive task prior to the send task results in a fatal failure"
     assert_line --index -1 "Sample finished with errors"
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line "step 4: (demonstration) post NO receive: the sender's SEND will find nothing to fill"
-    assert_line "receiver: step 6 failed: timed out after 8 s waiting for the sender's message, with no receive posted (--no-prepost-receive)"
-    assert_line --regexp "^hint: nothing can arrive without a posted receive: .*Failing to submit a receive task prior to the send task results in a fatal failure"
-    assert_line --index -1 "Sample finished with errors"
+    assert_peer_line "step 4: (demonstration) post NO receive: the sender's SEND will find nothing to fill"
+    assert_peer_line "receiver: step 6 failed: timed out after 8 s waiting for the sender's message, with no receive posted (--no-prepost-receive)"
+    assert_peer_line --regexp "^hint: nothing can arrive without a posted receive: .*Failing to submit a receive task prior to the send task results in a fatal failure"
+    assert_peer_line --index -1 "Sample finished with errors"
 }

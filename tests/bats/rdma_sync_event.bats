@@ -22,9 +22,8 @@ setup() {
     assert_equal "$(grep -E '^(Sync event|Signaling)' <<<"$peer_output")" "Sync event value 0xd0ca received
 Signaling sync event
 Sync event completion value 0xffffffffffffffff received"
-    run echo "$peer_output"
-    assert_line --partial "access local_write|remote_write|remote_read"
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --partial "access local_write|remote_write|remote_read"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "sync_event: a responder that never signals makes the requester's get time out, explained" {
@@ -32,13 +31,12 @@ Sync event completion value 0xffffffffffffffff received"
     # The responder outlasts the requester's -t: if it gave up first, its QP would go and the requester's
     # READ would end in IBV_WC_RETRY_EXC_ERR instead of the bounded get this test is about.
     RUN_FLAGS=-1 run_pair "$RESPONDER" $(responder_paths) -t 12 --never-signal -- "$REQUESTER" $(requester_paths) -t 6
-    [ $((SECONDS - start)) -le 30 ]
+    assert [ $((SECONDS - start)) -le 30 ]
     assert_line --partial "requester: step 6 failed: timed out after 6 s waiting for the sync event to pass 0xd0ca (the responder signals 0xd0cb)"
     assert_line --partial "hint: the responder is stopped or gone; check its output"
     refute_line --partial "Received sync event value"
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line --partial "responder: step 7 failed: timed out after 12 s waiting for the sync event to reach 0xd0cb"
+    assert_peer_line --partial "responder: step 7 failed: timed out after 12 s waiting for the sync event to reach 0xd0cb"
 }
 
 @test "sync_event: a stopped responder cannot signal; the get is bounded by -t" {

@@ -15,9 +15,8 @@ setup() {
     assert_line 'Requester has written: "Hi RDMA!"'
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line 'Responder memory now holds: "Hi RDMA!"'
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line 'Responder memory now holds: "Hi RDMA!"'
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_write: a custom string with spaces and quotes arrives byte for byte" {
@@ -45,8 +44,7 @@ setup() {
     req_qpn=$(grep -o 'wrote .*requester.desc: QPN 0x[0-9a-f]*' <<<"$output" | grep -o '0x[0-9a-f]*$')
     resp_qpn=$(grep -o 'QPN 0x[0-9a-f]*, state INIT' <<<"$peer_output" | grep -o '0x[0-9a-f]*')
     assert_line --partial "peer: QPN $resp_qpn"
-    run echo "$peer_output"
-    assert_line --partial "peer: QPN $req_qpn"
+    assert_peer_line --partial "peer: QPN $req_qpn"
 }
 
 @test "rdma_write: the responder keeps its QP after the goodbye, in case its last ACK was lost" {
@@ -54,10 +52,9 @@ setup() {
     assert_success
     assert_line "step 8: say goodbye with a zero-length SEND: on RC it arrives after the WRITE"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line "step 9: keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it"
-    assert_line --partial "keeping the QP 500 ms"
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line "step 9: keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it"
+    assert_peer_line --partial "keeping the QP 500 ms"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "rdma_write: -v traces the verbs calls" {

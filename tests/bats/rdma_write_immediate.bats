@@ -16,10 +16,9 @@ setup() {
     refute_line --partial "goodbye"
     assert_line --index -1 "Sample finished successfully"
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
-    assert_line 'Responder memory now holds: "Hi RDMA!" (8 bytes, immediate 0xabcd)'
-    assert_line "step 7: keep the QP a moment: if our ACK of the WRITE was lost, the requester resends it"
-    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line 'Responder memory now holds: "Hi RDMA!" (8 bytes, immediate 0xabcd)'
+    assert_peer_line "step 7: keep the QP a moment: if our ACK of the WRITE was lost, the requester resends it"
+    assert_peer_line --index -1 "Sample finished successfully"
 }
 
 @test "write_immediate: custom and 256-byte strings arrive byte for byte" {
@@ -30,8 +29,7 @@ setup() {
         assert_equal "$peer_status" 0
         assert_equal "$(quoted 'Responder memory now holds:' "$peer_output")" "$msg"
         assert_equal "$(quoted 'Requester has written:' "$output")" "$msg"
-        run echo "$peer_output"
-        assert_line --partial "(${#msg} bytes, immediate 0xabcd)"
+        assert_peer_line --partial "(${#msg} bytes, immediate 0xabcd)"
     done
 }
 
@@ -42,10 +40,9 @@ setup() {
     assert_line --partial "requester: step 6 failed: the RDMA WRITE with immediate completed with IBV_WC_RNR_RETRY_EXC_ERR"
     assert_line --partial "hint: the peer had no receive posted (Receiver Not Ready): the receiving side must post its receive before the sender sends"
     assert_equal "$peer_status" 1
-    run echo "$peer_output"
-    assert_line --partial "(demonstration) post NO receive"
-    assert_line --partial "responder: step 6 failed: timed out after 8 s waiting for the requester's RDMA WRITE with immediate, which cannot complete here: --no-prepost-receive posted no receive for it to consume"
-    assert_line --partial "hint: the peer may be gone, stopped or not started; check its output"
-    refute_line --partial "Responder memory now holds"
-    assert_line --index -1 "Sample finished with errors"
+    assert_peer_line --partial "(demonstration) post NO receive"
+    assert_peer_line --partial "responder: step 6 failed: timed out after 8 s waiting for the requester's RDMA WRITE with immediate, which cannot complete here: --no-prepost-receive posted no receive for it to consume"
+    assert_peer_line --partial "hint: the peer may be gone, stopped or not started; check its output"
+    refute_peer_line --partial "Responder memory now holds"
+    assert_peer_line --index -1 "Sample finished with errors"
 }

@@ -19,10 +19,9 @@ setup() {
         exit $status' _ "$(prog rdma_multi_conn_send)"
     assert_success
     assert_equal "$peer_status" 0
-    run echo "$peer_output"
     local i
     for i in 0 1 2 3; do
-        assert_line --regexp "^Got from sender: \"from host B, client $i\", connection [0-3]$"
+        assert_peer_line --regexp "^Got from sender: \"from host B, client $i\", connection [0-3]$"
     done
     assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 4
 }
@@ -40,9 +39,9 @@ setup() {
         assert_equal "$(grep -c "^Sender has sent: \"N=$n\", connection" <<<"$output")" "$n"
         assert_equal "$(grep -c "^Got from sender: \"N=$n\", connection" <<<"$peer_output")" "$n"
     done
-    grep -qxF 'Got from sender: "N=16", connection 15' <<<"$peer_output"
-    grep -qF "$SHARE/send16.desc-0015" <<<"$peer_output" # the numbered files crossed...
-    [ -z "$(ls -A "$SHARE")" ]                            # ...and each was consumed by its reader
+    assert_peer_line 'Got from sender: "N=16", connection 15'
+    assert_peer_line --partial "$SHARE/send16.desc-0015" # the numbered files crossed...
+    assert_equal "$(ls -A "$SHARE")" ""                  # ...and each was consumed by its reader
 }
 
 @test "two hosts: rdma_multi_conn with RDMA CM, a server on host A for 1 and then 16 client processes on host B" {
@@ -57,11 +56,10 @@ setup() {
     assert_success
     assert_equal "$peer_status" 0
     assert_equal "$(grep -c '^Sample finished successfully$' <<<"$output")" 17
-    run echo "$peer_output"
-    assert_line 'Got from sender: "the only client", connection 0'
+    assert_peer_line 'Got from sender: "the only client", connection 0'
     local i
     for i in $(seq 0 15); do
-        assert_line --regexp "^Got from sender: \"client $i of 16\", connection ([0-9]|1[0-5])$"
+        assert_peer_line --regexp "^Got from sender: \"client $i of 16\", connection ([0-9]|1[0-5])$"
     done
     assert_equal "$(grep -c 'established from 10.77.0.2' <<<"$peer_output")" 17
 }
@@ -188,8 +186,8 @@ assert_write_in_four_packets() {
     assert_write_in_four_packets 9
     assert_every_pair_said_so
     # Each side addresses the other by the GID of its own machine's interface.
-    grep -qF 'GID index 1 (::ffff:10.77.0.2)' "$TRACE/1/requester.out"
-    grep -qF 'GID index 1 (::ffff:10.77.0.1)' "$TRACE/1/responder.out"
+    assert grep -qF 'GID index 1 (::ffff:10.77.0.2)' "$TRACE/1/requester.out"
+    assert grep -qF 'GID index 1 (::ffff:10.77.0.1)' "$TRACE/1/responder.out"
 }
 
 @test "two hosts: on the wire, every pair with RDMA CM: the CM's REQ, REP, RTU first, then the same opcodes" {
@@ -199,7 +197,7 @@ assert_write_in_four_packets() {
         # The connection: a REQ from the client, the server's REP, the client's RTU, before any data.
         assert_equal "$(head -n 3 "$TRACE/$n/report.txt")" \
             "$(printf '%s\n' "-> CM REQ (connect request)" "<- CM REP (connect reply)" "-> CM RTU (ready to use)")"
-        grep -q 'CM DREQ' "$TRACE/$n/report.txt"
+        assert grep -q 'CM DREQ' "$TRACE/$n/report.txt"
     done
     # Under -cm a pair that exports memory SENDs its descriptor first (the server to the client).
     for n in 1 2 3 6 7; do
@@ -213,8 +211,8 @@ assert_write_in_four_packets() {
     assert_every_pair_said_so
     # No files: everything, the mmap descriptor included, travelled in-band; every server saw host B.
     for n in 1 2 3 4 5 6 7; do
-        [ -z "$(ls -A "$TRACE/$n/share")" ]
-        grep -q 'connection established from 10.77.0.2' "$TRACE/$n/responder.out"
+        assert_equal "$(ls -A "$TRACE/$n/share")" ""
+        assert grep -q 'connection established from 10.77.0.2' "$TRACE/$n/responder.out"
     done
 }
 
@@ -232,7 +230,7 @@ retransmitted() {
             awk '$1 ~ /\/(completer_retry_err|rcvd_seq_err|duplicate_request)$/ { n += $3 - $2 } END { print n + 0 }')))
     done
     echo "retransmission counters on host B: $n"
-    [ "$n" -gt 0 ]
+    assert [ "$n" -gt 0 ]
 }
 
 @test "two hosts: 1% and 5% packet loss both ways: every pair, both flows, succeeds through retransmissions" {
@@ -258,14 +256,14 @@ retransmitted() {
     run cat "$TRACE/1/requester.out"
     assert_line --regexp '^requester: step 7 failed: the RDMA WRITE completed with IBV_WC_RETRY_EXC_ERR'
     assert_line --regexp '^hint: '
-    [ "$(cat "$TRACE/1/requester.ms")" -le 5000 ]
+    assert [ "$(cat "$TRACE/1/requester.ms")" -le 5000 ]
     run cat "$TRACE/1/responder.out"
     assert_line --regexp '^responder: step [0-9]+ failed: timed out after 5 s waiting for '
     # With RDMA CM the connect request never arrives (the CM resends it): the client gives up at -t.
     run cat "$TRACE/2/requester.out"
     assert_line --regexp '^requester: step 4 failed: timed out after 5 s waiting for the server to accept'
     assert_line --regexp '^hint: '
-    [ "$(cat "$TRACE/2/requester.ms")" -le 10000 ]
+    assert [ "$(cat "$TRACE/2/requester.ms")" -le 10000 ]
     run cat "$TRACE/2/responder.out"
     assert_line --regexp '^responder: step [0-9]+ failed: timed out after 5 s waiting for '
 }

@@ -5,11 +5,12 @@
 
 bats_require_minimum_version 1.5.0
 
-load '/usr/lib/bats/bats-support/load'
-load '/usr/lib/bats/bats-assert/load'
+bats_load_library bats-support
+bats_load_library bats-assert
 
-# shellcheck source=tests/bats/test_helper/device.bash
-. "$BATS_TEST_DIRNAME/test_helper/device.bash"
+# has_rdma_device, cm_addr: the tools' library.
+# shellcheck source=tests/tools.bash
+. "$BATS_TEST_DIRNAME/../tools.bash"
 
 BUILD=${RDMA_SAMPLES_BUILD:?set RDMA_SAMPLES_BUILD to the Meson build directory (meson test does)}
 
@@ -64,20 +65,48 @@ wait_peer() {
 
 # run_pair RESPONDER [ARGS...] -- REQUESTER [ARGS...]
 # The responder (or receiver) runs in the background; the requester runs under `run`, so $status and
-# $output are the requester's. Afterwards $peer_status and $peer_output are the responder's.
-# Extra `run` flags (e.g. -1 for an expected exit status) go in RUN_FLAGS.
-run_pair() {
-    local responder=()
+# $output are the requester's. Afterwards $peer_status and $peer_output are the responder's (assert on
+# them with assert_peer_line and its siblings). Extra `run` flags (e.g. -1 for an expected exit status)
+# go in RUN_FLAGS.
+run_pair() { pair_run files "$@"; }
+
+# cm_pair SERVER [ARGS...] -- CLIENT [ARGS...]: run_pair for RDMA CM: the server in the background, the
+# client under `run` once the server listens; $peer_status/$peer_output are the server's.
+cm_pair() { pair_run cm "$@"; }
+
+# pair_run files|cm FIRST [ARGS...] -- SECOND [ARGS...]: what run_pair and cm_pair share.
+pair_run() {
+    local flow=$1 first=()
+    shift
     while [ "$1" != -- ]; do
-        responder+=("$1")
+        first+=("$1")
         shift
     done
     shift
-    start_peer responder "${responder[@]}"
+    start_peer responder "${first[@]}"
+    [ "$flow" = files ] || wait_listening responder
     # shellcheck disable=SC2086
     run ${RUN_FLAGS:-} timeout -k 5 "${PEER_TIMEOUT:-120}" "$@"
     wait_peer responder
 }
+
+# on_peer_output CMD...: run CMD (an assertion of bats-assert) with $output and $lines set to the peer's
+# output, as `run` splits it; the requester's $output and $lines are back afterwards.
+on_peer_output() {
+    local output=$peer_output lines=()
+    IFS=$'\n' read -d '' -r -a lines <<<"$output" || true
+    "$@"
+}
+# assert_peer_line, refute_peer_line, assert_peer_output, refute_peer_output: assert_line, refute_line,
+# assert_output and refute_output (same options) on the peer's output.
+assert_peer_line() { on_peer_output assert_line "$@"; }
+refute_peer_line() { on_peer_output refute_line "$@"; }
+assert_peer_output() { on_peer_output assert_output "$@"; }
+refute_peer_output() { on_peer_output refute_output "$@"; }
+
+# regex_quote TEXT: TEXT as an extended regular expression that matches it literally (for assert_regex,
+# which prints the text when it does not match).
+regex_quote() { sed 's/[][\\.*^$(){}?+|]/\\&/g' <<<"$1"; }
 
 # quoted LINE_PREFIX TEXT: extract the "..." part of the line that starts with LINE_PREFIX.
 quoted() {

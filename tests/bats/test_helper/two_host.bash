@@ -6,7 +6,7 @@
 VM=${RDMA_SAMPLES_SOURCE:?}/tests/vm/vm
 
 require_vm() {
-    if command -v qemu-system-x86_64 >/dev/null 2>&1 && "$VM" prepare >/dev/null 2>&1; then
+    if vm_available && "$VM" prepare >/dev/null 2>&1; then
         return 0
     fi
     local how="two_host needs QEMU and the Soft-RoCE VM: ./lab deps, then tests/vm/vm prepare"

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""tests/stress/test_tally.py: the accounting of stress (tally.py) on made-up runs: the table's rows,
+the TAP lines with what a failed run's folder says, the total and the exit status."""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+TALLY = os.path.join(os.path.dirname(os.path.abspath(__file__)), "tally.py")
+
+
+def tally(*args):
+    return subprocess.run([sys.executable, TALLY, *args], capture_output=True, text=True)
+
+
+class Tally(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        self.out = self.tmp.name
+
+    def runs(self, *lines):
+        with open(os.path.join(self.out, "results.txt"), "a") as f:
+            for line in lines:
+                f.write("\t".join(line) + "\n")
+
+    def test_runs_with_a_failure(self):
+        failed = os.path.join(self.out, "write-files-2")
+        os.makedirs(failed)
+        with open(os.path.join(failed, "run.txt"), "w") as f:
+            f.write("first=req delay_ms=5 exit=1\n")
+        with open(os.path.join(failed, "requester0.out"), "w") as f:
+            f.write("step 1: x\nrequester: step 4 failed: boom\nhint: start it\n")
+        self.runs(("write", "files", "PASS", "120", "req-first", "/x/1"),
+                  ("write", "files", "FAIL", "300", "resp-first", failed),
+                  ("write", "files", "PASS", "200", "req-first", "/x/3"),
+                  ("write", "cm", "PASS", "90", "resp-first", "/x/4"))
+        self.assertEqual(tally("head", self.out).returncode, 0)
+        row = tally("row", self.out, "write", "files", "1", "--tap")
+        self.assertEqual(row.stdout, "not ok 1 - write (files): 1 of 3 run(s) failed\n"
+                         f"# {failed}: first=req delay_ms=5 exit=1\n"
+                         "#   requester: step 4 failed: boom\n#   hint: start it\n")
+        self.assertEqual(tally("row", self.out, "write", "cm", "2", "--tap").stdout,
+                         "ok 2 - write (cm): 1 run(s) passed\n")
+        summary = tally("summary", self.out, "3", "42")
+        self.assertEqual(summary.returncode, 1)
+        self.assertEqual(summary.stdout,
+                         "pair                     flow    runs  passed  failed  req-first median_ms    max_ms\n"
+                         "write                    files      3       2       1          2       200       300\n"
+                         "write                    cm         1       1       0          0        90        90\n"
+                         "\n3 of 4 runs passed (seed 42; replay: tests/stress/stress 3 --seed 42)\n")
+
+    def test_kills_leave_the_reference_run_out_of_the_times(self):
+        self.runs(("send_receive", "cm", "PASS", "5000", "reference", "/x/r"),
+                  ("send_receive", "cm", "PASS", "40", "kill-resp-3", "/x/a"),
+                  ("send_receive", "cm", "PASS", "2100", "kill-req-5", "/x/b"))
+        tally("head", self.out, "--kill")
+        self.assertEqual(tally("row", self.out, "send_receive", "cm", "1", "--kill", "--tap").stdout,
+                         "ok 1 - send_receive (cm): 3 run(s) passed, one per side and step killed\n")
+        summary = tally("summary", self.out, "50", "7", "--kill", "--tap")
+        self.assertEqual(summary.returncode, 0)
+        self.assertEqual(summary.stdout,
+                         "# pair                     flow    runs  passed  failed      kills median_ms    max_ms\n"
+                         "# send_receive             cm         3       3       0          2        40      2100\n"
+                         "# \n# 3 of 3 runs passed\n")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,117 @@
+#!/usr/bin/env python3
+"""trace/test_host.py: trace's host side without the VMs: scenario lines (shlex, never eval), the
+command files the VMs run, the errors of a bad scenario, and a report from a saved scenario folder.
+
+Run by meson test (suite unit) with RDMA_SAMPLES_BUILD, or by itself (a fake build folder then).
+"""
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+HOST = os.path.join(HERE, "host.py")
+
+
+def run(*args):
+    return subprocess.run([sys.executable, HOST, *args], capture_output=True, text=True)
+
+
+def command(path):
+    with open(path) as f:
+        return f.read().split("\0")[:-1]
+
+
+class Prepare(unittest.TestCase):
+    def setUp(self):
+        self.tmp = tempfile.TemporaryDirectory()
+        self.addCleanup(self.tmp.cleanup)
+        # A build folder with the programs trace checks for (only that they exist and run).
+        self.build = os.path.join(self.tmp.name, "build")
+        for program in ("rdma_write/rdma_write_requester", "rdma_send_receive/rdma_send",
+                        "rdma_multi_conn/rdma_multi_conn_send"):
+            path = os.path.join(self.build, program)
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "w") as f:
+                f.write("#!/bin/sh\n")
+            os.chmod(path, 0o755)
+        self.out = os.path.join(self.tmp.name, "out")
+
+    def test_batch_lines_are_split_like_a_shell_and_never_evaluated(self):
+        batch = os.path.join(self.tmp.name, "batch")
+        with open(batch, "w") as f:
+            f.write("# a comment\n\nwrite --spoil-rkey -- -w 'two words' # and a comment\n"
+                    "send_receive --cm --netem \"loss 5%\" -- -s \"$(touch pwned) $HOME\"\n")
+        done = run("prepare", self.out, self.build, "--batch", batch)
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(done.stdout, "2\n")
+        q1 = command(os.path.join(self.out, "1", "requester.cmd"))
+        self.assertEqual(q1[-2:], ["-w", "two words"])
+        r1 = command(os.path.join(self.out, "1", "responder.cmd"))
+        self.assertIn(os.path.join(self.out, "1", "share", "real.mmap"), r1)  # spoiled on its way
+        self.assertTrue(os.path.exists(os.path.join(self.out, "1", "spoil")))
+        q2 = command(os.path.join(self.out, "2", "requester.cmd"))
+        self.assertEqual(q2[1:6], ["-cm", "-sa", "10.77.0.1", "-t", "10"])
+        self.assertEqual(q2[-1], "$(touch pwned) $HOME")  # the text, as written
+        self.assertFalse(os.path.exists("pwned"))
+        with open(os.path.join(self.out, "2", "netem")) as f:
+            self.assertEqual(f.read(), "loss 5%\n")
+        with open(os.path.join(self.out, "2", "names")) as f:
+            self.assertEqual(f.read(), "rdma_receive\nrdma_send\nsend_receive (RDMA CM), link: netem loss 5%\n")
+
+    def test_an_rdma_cm_server_for_two_gets_two_clients_one_after_another(self):
+        done = run("prepare", self.out, self.build, "--", "multi_conn", "--cm")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        q = command(os.path.join(self.out, "1", "requester.cmd"))
+        self.assertEqual(q[:4], ["bash", "-c", 'for ((i = 0; i < $0; i++)); do "$@" || exit; done', "2"])
+        self.assertEqual(q[-2:], ["-s", "one message per connection"])
+
+    def test_bad_scenarios_are_usage_errors(self):
+        for args, message in [
+            (["send_receive", "--spoil-rkey"], "trace: --spoil-rkey: send_receive exports no memory (no rkey)\n"),
+            (["write", "--cm", "--kill-responder"], "trace: --kill-responder works with descriptor files, not --cm\n"),
+            (["write", "--timeout", "0"], "trace: --timeout takes 1 to 999 seconds\n"),
+            (["write", "--netem", "loss 5%; reboot"], 'trace: --netem takes a netem spec such as "loss 5%"\n'),
+            (["write", "read"], "trace: one sample at a time (got 'write' and 'read')\n"),
+            (["nope"], "trace: unknown sample 'nope' (see ./lab trace --help)\n"),
+            (["--cm"], "trace: which sample? (see ./lab trace --help)\n"),
+        ]:
+            done = run("prepare", self.out, self.build, "--", *args)
+            self.assertEqual((done.returncode, done.stderr), (2, message), args)
+
+    def test_a_missing_program_says_build_first(self):
+        done = run("prepare", self.out, self.build, "--", "read")
+        self.assertEqual(done.returncode, 1)
+        self.assertIn("rdma_read_requester is missing: ./lab build first", done.stderr)
+
+
+class Report(unittest.TestCase):
+    def test_last_words_and_changed_counters(self):
+        with tempfile.TemporaryDirectory() as d:
+            files = {
+                "names": "rdma_write_responder\nrdma_write_requester\nwrite\n",
+                "responder.rc": "137\n", "responder.out": "step 1: x\n",
+                "requester.rc": "1\n",
+                "requester.out": "step 7: y\nrequester: step 7 failed: boom\nhint: z\nSample finished with errors\n",
+                "counters-a.before": "rxe0/lifespan 10\nrxe0/rcvd_pkts 5\nrxe0/sent_pkts 3\n",
+                "counters-a.after": "rxe0/lifespan 12\nrxe0/rcvd_pkts 7\nrxe0/sent_pkts 3\n",
+                "counters-b.before": "rxe0/sent_pkts 1\n", "counters-b.after": "rxe0/sent_pkts 4\n",
+            }
+            for name, text in files.items():
+                with open(os.path.join(d, name), "w") as f:
+                    f.write(text)
+            sys.path.insert(0, HERE)
+            import host
+            host.ladder = lambda *_: "LADDER\n"
+            self.assertEqual(host.report(d, False),
+                             "responder: killed (SIGKILL), as asked\n"
+                             "requester: exit status 1: requester: step 7 failed: boom\n\nLADDER\n\n"
+                             "rxe counters that changed:\n"
+                             "  host A rxe0/rcvd_pkts               +2\n"
+                             "  host B rxe0/sent_pkts               +3\n\n"
+                             f"capture: {d}/trace.pcap (open it in Wireshark, or: tshark -r {d}/trace.pcap -V)\n")
+
+
+if __name__ == "__main__":
+    unittest.main()
