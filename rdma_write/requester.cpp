@@ -43,7 +43,8 @@ static void run(const Args &args)
 
     step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
     //! [create_qp]
-    // Room for every completion that can wait in it: 16 signaled sends + 16 receives. An overrun is an error.
+    // Room for every completion that can wait in it: 16 sends (signaled or not: a flushed one completes
+    // too) + 16 receives. An overrun is an error.
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16 + 16, nullptr, nullptr, 0), "ibv_create_cq"));
     ibv_qp_init_attr init{};
     init.send_cq = cq.get();     // completions of our sends, writes and reads
