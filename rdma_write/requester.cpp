@@ -105,7 +105,7 @@ static void run(const Args &args)
         attr.rq_psn = remote.psn;           // the first sequence number the peer will send
         attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
         attr.min_rnr_timer = 12;            // a code: 0.64 ms before a sender retries a SEND we had no receive for
-        attr.ah_attr.is_global = 1;         // RoCE routes by GID, so every packet carries a global route header
+        attr.ah_attr.is_global = 1;         // address the peer by GID (required on RoCE; v2 sends IP/UDP, no GRH)
         attr.ah_attr.grh.dgid = remote.gid; // the peer's GID (on RoCE, built from its IP address)
         attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
         attr.ah_attr.grh.hop_limit = 64;    // like an IP TTL
