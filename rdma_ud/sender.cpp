@@ -64,8 +64,11 @@ static void refused_operation(ibv_qp *qp, ibv_ah *ah, const Destination &dst, ib
     ibv_send_wr *bad_wr = nullptr;
     check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(" + op + " on a UD QP)", [&](int) { return hint; });
     info("ibv_post_send accepted it; the device judges it when it executes it");
-    const ibv_wc wc = completions.wait(1, IBV_WC_SEND, timeout_s, "the " + op); // throws: the status and a hint
-    (void)wc;
+    try {
+        completions.wait(1, IBV_WC_SEND, timeout_s, "the " + op);
+    } catch (const Error &e) { // the status it failed with; the reason is UD's, whatever the status
+        throw Error(e.what(), hint);
+    }
     throw Error("the " + op + " on a UD QP completed successfully", "this device does not follow the IBTA: " + hint);
 }
 
