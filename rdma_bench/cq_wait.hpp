@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace rdma_bench {
@@ -35,6 +36,21 @@ public:
     CompletionWaiter(ibv_cq *cq, ibv_comp_channel *channel, std::uint32_t batch, int timeout_s)
         : cq_(cq), channel_(channel), wc_(batch), timeout_s_(timeout_s)
     {
+    }
+    /** @brief Take over @p other's CQ and its unacknowledged events. @param other the waiter moved from */
+    CompletionWaiter(CompletionWaiter &&other) noexcept
+        : cq_(other.cq_), channel_(other.channel_), wc_(std::move(other.wc_)), timeout_s_(other.timeout_s_),
+          unacked_(std::exchange(other.unacked_, 0U))
+    {
+    }
+    CompletionWaiter(const CompletionWaiter &) = delete;
+    CompletionWaiter &operator=(const CompletionWaiter &) = delete;
+    CompletionWaiter &operator=(CompletionWaiter &&) = delete;
+    /** @brief Acknowledge the events not yet acknowledged: ibv_destroy_cq() waits for every one. */
+    ~CompletionWaiter()
+    {
+        if (unacked_ > 0)
+            ibv_ack_cq_events(cq_, unacked_);
     }
 
     /** @brief Wait for at least one completion. @param what what is awaited, for the timeout message
@@ -84,7 +100,12 @@ public:
             void *ev_ctx = nullptr;
             if (const int rc = ibv_get_cq_event(channel_, &ev_cq, &ev_ctx); rc != 0)
                 rdma_samples::check_rc(rc, "ibv_get_cq_event");
-            ibv_ack_cq_events(ev_cq, 1); // every event must be acknowledged before the CQ is destroyed
+            // Every event must be acknowledged before the CQ is destroyed. ibv_ack_cq_events() takes a
+            // lock, so acknowledge in batches (and the rest in the destructor), not one by one.
+            if (++unacked_ == ack_batch) {
+                ibv_ack_cq_events(ev_cq, unacked_);
+                unacked_ = 0;
+            }
             //! [event_wait]
         }
     }
@@ -102,10 +123,12 @@ private:
     {
         return rdma_samples::with_async_events(rdma_samples::timeout_error(timeout_s_, what, timeout_hint), cq_->context);
     }
+    static constexpr unsigned ack_batch = 64; // CQ events acknowledged per ibv_ack_cq_events() call
     ibv_cq *cq_;
     ibv_comp_channel *channel_;
     std::vector<ibv_wc> wc_;
     int timeout_s_;
+    unsigned unacked_ = 0; // CQ events taken and not yet acknowledged (only one CQ: ours)
 };
 
 //! [send_queue]

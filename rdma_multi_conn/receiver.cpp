@@ -138,7 +138,8 @@ static void run(const Args &args)
     step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);
     //! [qps]
     // One CQ is enough for every QP, if it has room for all they can have outstanding at once: the
-    // rule is entries >= signaled sends + receives, summed over the QPs (2 + 2 each here).
+    // rule is entries >= sends + receives that can be outstanding, summed over the QPs (2 + 2 each
+    // here); every send counts, signaled or not, because a failed or flushed one completes too.
     const QpCaps caps{.max_send_wr = 2, .max_recv_wr = 2};
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, nullptr, 0), "ibv_create_cq"));
     Completions completions(cq.get());
@@ -190,9 +191,9 @@ static void run(const Args &args)
                 waiter.pause();
             }
         step(7, "keep the QPs a moment: if an ACK of ours was lost, its sender resends the message");
-        // Like TCP's TIME_WAIT (rc_qp.hpp, rc_retransmit_window_ms): a QP destroyed at once could not
+        // Like TCP's TIME_WAIT (rc_qp.hpp, retransmit_window_ms()): a QP destroyed at once could not
         // acknowledge the resend, and the sender would fail although its message arrived.
-        std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
+        std::this_thread::sleep_for(std::chrono::milliseconds(retransmit_window_ms(qps[0].get())));
     } else if (cm_client) {
         step(5, "connect to the sending server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());

@@ -30,8 +30,9 @@ struct Options {
 
 /**
  * --try-write: post an RDMA WRITE through the rkey of memory that grants only remote read. The
- * responder's device refuses it, and the completion says so (IBV_WC_REM_ACCESS_ERR on hardware,
- * IBV_WC_REM_INV_REQ_ERR on Soft-RoCE, which checks the QP's access first).
+ * responder's device refuses it, and the completion says so. Which status is device-dependent: a
+ * device that checks the QP's access flags first NAKs an invalid request (IBV_WC_REM_INV_REQ_ERR:
+ * Soft-RoCE, qib); one that checks the memory region first says IBV_WC_REM_ACCESS_ERR (chapter 3).
  */
 static void try_write(const Args &args, const Device &dev, ibv_qp *qp, ibv_cq *cq, Completions &completions, ibv_sge sge,
                       const ResourceDescriptor &remote)

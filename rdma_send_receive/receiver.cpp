@@ -20,7 +20,7 @@ using namespace rdma_samples;
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {
-    std::size_t recv_size = max_message_length; ///< --recv-size: smaller than the message shows IBV_WC_LOC_LEN_ERR
+    std::size_t recv_size = max_message_length; ///< --recv-size: smaller than the message shows a length error (IBV_WC_LOC_LEN_ERR on mlx5, IBV_WC_LOC_QP_OP_ERR on Soft-RoCE)
     bool prepost = true;                         ///< --no-prepost-receive: the demonstration below
 };
 
@@ -76,7 +76,7 @@ static void run(const Args &args, const Options &opt)
     //! [post_recv]
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    sge.length = static_cast<std::uint32_t>(buf.size()); // a longer message fails: IBV_WC_LOC_LEN_ERR
+    sge.length = static_cast<std::uint32_t>(buf.size()); // a longer message fails (LOC_LEN_ERR or LOC_QP_OP_ERR)
     sge.lkey = mr->lkey;
     ibv_recv_wr wr{};
     wr.wr_id = 1;
@@ -116,7 +116,7 @@ int main(int argc, char **argv)
                      .summary = "RECEIVE, receiver side: post a receive and print what the sender sends into it.",
                      .resource_descriptor = false,
                      .rdma_cm = true};
-    spec.extra.push_back({"recv-size", "BYTES", "bytes of the posted receive buffer; smaller than the message shows IBV_WC_LOC_LEN_ERR",
+    spec.extra.push_back({"recv-size", "BYTES", "bytes of the posted receive buffer; smaller than the message shows a length error (IBV_WC_LOC_LEN_ERR on mlx5, IBV_WC_LOC_QP_OP_ERR on Soft-RoCE)",
                           std::to_string(max_message_length), [&](const std::string &v) {
                               opt.recv_size = parse_number("--recv-size", v, 1, max_message_length);
                           }});

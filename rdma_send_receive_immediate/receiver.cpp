@@ -26,7 +26,7 @@ using namespace rdma_samples;
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {
-    std::size_t recv_size = max_message_length; ///< --recv-size: smaller than the message shows IBV_WC_LOC_LEN_ERR
+    std::size_t recv_size = max_message_length; ///< --recv-size: smaller than the message shows a length error (IBV_WC_LOC_LEN_ERR on mlx5, IBV_WC_LOC_QP_OP_ERR on Soft-RoCE)
     bool prepost = true;                         ///< --no-prepost-receive: the demonstration below
 };
 
@@ -122,8 +122,8 @@ static void run(const Args &args, const Options &opt)
             completions.keep(wc);
         else
             waiter.pause();
-    // A message longer than the posted receive: the IB spec (and hardware) says IBV_WC_LOC_LEN_ERR;
-    // Soft-RoCE (rxe) reports the same event as IBV_WC_LOC_QP_OP_ERR. Our receive is well formed, so
+    // A message longer than the posted receive: mlx5 says IBV_WC_LOC_LEN_ERR; Soft-RoCE (rxe) and
+    // qib report the same event as IBV_WC_LOC_QP_OP_ERR. Our receive is well formed, so
     // either status here means the message did not fit. The sender's SEND fails as well.
     if (wc.status == IBV_WC_LOC_LEN_ERR || wc.status == IBV_WC_LOC_QP_OP_ERR)
         throw Error(std::string("the receive completed with ") + wc_status_name(wc.status) + ": " +
@@ -168,7 +168,7 @@ int main(int argc, char **argv)
                                 "and the immediate value the sender sends.",
                      .resource_descriptor = false,
                      .rdma_cm = true};
-    spec.extra.push_back({"recv-size", "BYTES", "bytes of the posted receive buffer; smaller than the message shows IBV_WC_LOC_LEN_ERR",
+    spec.extra.push_back({"recv-size", "BYTES", "bytes of the posted receive buffer; smaller than the message shows a length error (IBV_WC_LOC_LEN_ERR on mlx5, IBV_WC_LOC_QP_OP_ERR on Soft-RoCE)",
                           std::to_string(max_message_length), [&](const std::string &v) {
                               opt.recv_size = parse_number("--recv-size", v, 1, max_message_length);
                           }});

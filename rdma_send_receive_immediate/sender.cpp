@@ -95,7 +95,7 @@ static void run(const Args &args)
         hint = "the receiver had no receive posted (Receiver Not Ready; we retried " + std::to_string(rc_rnr_retry) +
                " times). Failing to submit a receive task prior to the send task results in a fatal failure: "
                "the receiver must post its receive before it publishes its descriptor (drop --no-prepost-receive)";
-    else if (wc.status == IBV_WC_REM_INV_REQ_ERR || wc.status == IBV_WC_REM_OP_ERR) // spec: INV_REQ; Soft-RoCE: OP
+    else if (wc.status == IBV_WC_REM_INV_REQ_ERR || wc.status == IBV_WC_REM_OP_ERR) // IBTA devices: INV_REQ; Soft-RoCE: OP
         hint = "the receive buffer the receiver posted is too small for our " + std::to_string(args.message.size()) +
                "-byte message; it must post a receive at least that large (its --recv-size), or send less with -s";
     try {

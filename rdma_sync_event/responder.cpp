@@ -68,7 +68,8 @@ static void run(const Args &args, const Options &opt)
     //! [reg_mr]
     // The requester sets the event (remote write) and gets it (remote read). On x86 with PCIe (and
     // Soft-RoCE on x86) an aligned 8-byte word is placed as one unit, so polling it never sees half a
-    // set; verbs do not promise that (ibv_query_qp_data_in_order(3) says where it holds).
+    // set. Verbs do not promise that: ibv_query_qp_data_in_order(3) promises only in-order placement
+    // within one WQE, not an untorn 8-byte value. Portable: WRITE with immediate or SEND (chapter 8).
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
     //! [reg_mr]

@@ -79,7 +79,8 @@ static void run(const Args &args)
 
     step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
     //! [create_qp]
-    // Room for every completion that can wait in it: 16 signaled sends + 16 receives. An overrun is an error.
+    // Room for every completion that can wait in it: 16 sends (signaled or not: a flushed one completes
+    // too) + 16 receives. An overrun is an error.
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16 + 16, nullptr, nullptr, 0), "ibv_create_cq"));
     ibv_qp_init_attr init{};
     init.send_cq = cq.get();     // completions of our sends, writes and reads
@@ -140,11 +141,11 @@ static void run(const Args &args)
         attr.rq_psn = peer_qp.psn;           // the first sequence number the peer will send
         attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
         attr.min_rnr_timer = 12;            // a code: 0.64 ms before a sender retries a SEND we had no receive for
-        attr.ah_attr.is_global = 1;         // RoCE routes by GID, so every packet carries a global route header
+        attr.ah_attr.is_global = 1;         // address the peer by GID (required on RoCE; v2 sends IP/UDP, no GRH)
         attr.ah_attr.grh.dgid = peer_qp.gid; // the peer's GID (on RoCE, built from its IP address)
         attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
         attr.ah_attr.grh.hop_limit = 64;    // like an IP TTL
-        attr.ah_attr.dlid = peer_qp.lid;     // InfiniBand only; 0 on RoCE
+        attr.ah_attr.dlid = peer_qp.lid;    // InfiniBand only; 0 on RoCE
         attr.ah_attr.port_num = dev.port;
         check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
                                                      IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),

@@ -137,10 +137,13 @@ static void run(const Args &args)
         cm_disconnect(cm, args.timeout_s); // the requester answers our DREQ only after its last completion
     } else {
         // Like TCP's TIME_WAIT: if our ACK of the goodbye was lost, the requester resends the goodbye
-        // for up to rc_retransmit_window_ms, and only a QP that still exists can ACK it again. Destroy
-        // the QP now and the requester, whose message did arrive, fails with IBV_WC_RETRY_EXC_ERR.
-        info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", rc_retransmit_window_ms);
-        std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
+        // for up to (retry_cnt + 1) ACK timeouts (IBTA; both sides set the same timers, so our QP tells
+        // us the requester's), and only a QP that still exists can ACK it again. Destroy the QP now and
+        // the requester, whose message did arrive, fails with IBV_WC_RETRY_EXC_ERR. A NIC may resend
+        // later than the formula says (rc_qp.hpp); -cm's DREQ/DREP does not depend on timing.
+        const int linger_ms = retransmit_window_ms(qp.get());
+        info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", linger_ms);
+        std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
     }
     //! [close]
 } // qp, cq, mr, pd and the device close here: the exported rkey stops working

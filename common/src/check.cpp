@@ -56,8 +56,8 @@ struct WcInfo {
 
 constexpr WcInfo wc_table[] = {
     {IBV_WC_SUCCESS, "IBV_WC_SUCCESS", "no error"},
-    {IBV_WC_LOC_LEN_ERR, "IBV_WC_LOC_LEN_ERR", "a message was longer than the receive buffer posted for it (receiver side), or a local length was invalid; make the receive buffer as large as the largest message"},
-    {IBV_WC_LOC_QP_OP_ERR, "IBV_WC_LOC_QP_OP_ERR", "the work request does not fit the QP (opcode, state or size); on a receive, Soft-RoCE reports a message longer than the receive buffer this way (hardware says IBV_WC_LOC_LEN_ERR): make the receive buffer as large as the largest message"},
+    {IBV_WC_LOC_LEN_ERR, "IBV_WC_LOC_LEN_ERR", "a message was longer than the receive buffer posted for it (receiver side; mlx5 reports it this way), or a local length was invalid; make the receive buffer as large as the largest message"},
+    {IBV_WC_LOC_QP_OP_ERR, "IBV_WC_LOC_QP_OP_ERR", "the work request does not fit the QP (opcode, state or size); on a receive, Soft-RoCE (and qib) report a message longer than the receive buffer this way (mlx5 says IBV_WC_LOC_LEN_ERR): make the receive buffer as large as the largest message"},
     {IBV_WC_LOC_EEC_OP_ERR, "IBV_WC_LOC_EEC_OP_ERR", "an internal EE context error"},
     {IBV_WC_LOC_PROT_ERR, "IBV_WC_LOC_PROT_ERR", "a local buffer is outside its memory region or the region lacks local write (lkey, address, length)"},
     {IBV_WC_WR_FLUSH_ERR, "IBV_WC_WR_FLUSH_ERR", "this request was flushed because the QP went to the error state; an earlier completion holds the real cause"},
@@ -66,7 +66,7 @@ constexpr WcInfo wc_table[] = {
     {IBV_WC_LOC_ACCESS_ERR, "IBV_WC_LOC_ACCESS_ERR", "a local protection error on incoming data; the local region lacks the needed access"},
     {IBV_WC_REM_INV_REQ_ERR, "IBV_WC_REM_INV_REQ_ERR", "the peer rejected the request as invalid: its QP does not grant this operation (remote write, read or atomic missing from its QP access flags), or a message was longer than its receive buffer"},
     {IBV_WC_REM_ACCESS_ERR, "IBV_WC_REM_ACCESS_ERR", "the peer refused access: check the rkey, that address and length lie inside the exported range, and that the peer granted this operation's remote permission (write, read or atomic) on its memory and QP"},
-    {IBV_WC_REM_OP_ERR, "IBV_WC_REM_OP_ERR", "the peer could not complete the operation (e.g. its receive buffer was too small)"},
+    {IBV_WC_REM_OP_ERR, "IBV_WC_REM_OP_ERR", "the peer could not complete the operation; Soft-RoCE reports a SEND longer than the peer's receive buffer this way (IBTA devices say IBV_WC_REM_INV_REQ_ERR): make the peer's receive buffer as large as the largest message"},
     {IBV_WC_RETRY_EXC_ERR, "IBV_WC_RETRY_EXC_ERR", "the peer never acknowledged: it is gone or not ready, or the QPN/GID in its descriptor is wrong (a stale descriptor file?)"},
     {IBV_WC_RNR_RETRY_EXC_ERR, "IBV_WC_RNR_RETRY_EXC_ERR", "the peer had no receive posted (Receiver Not Ready): the receiving side must post its receive before the sender sends"},
     {IBV_WC_LOC_RDD_VIOL_ERR, "IBV_WC_LOC_RDD_VIOL_ERR", "an RD domain violation"},

@@ -1,7 +1,6 @@
 /** @file cm.cpp @brief RDMA CM: listen, connect, accept, disconnect; the QP attributes the CM negotiates. */
 #include "cm_internal.hpp"
 
-#include <rdma_samples/async_events.hpp>
 #include <rdma_samples/cm_address.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/rc_qp.hpp>
@@ -16,20 +15,6 @@
 namespace rdma_samples {
 
 namespace {
-
-/** Whether the device has reported IBV_EVENT_COMM_EST on @p qp (a packet arrived before the CM's RTU).
- *  Looks without waiting; any other event taken here is acknowledged and traced. */
-bool took_comm_est(ibv_context *ctx, const ibv_qp *qp)
-{
-    bool found = false;
-    for_each_async_event(ctx, [&](const ibv_async_event &ev) {
-        if (ev.event_type == IBV_EVENT_COMM_EST && ev.element.qp == qp)
-            found = true;
-        else
-            trace("async event while accepting: %s", async_event_name(ev.event_type));
-    });
-    return found;
-}
 
 std::string loopback_hint()
 {
@@ -243,10 +228,12 @@ CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv
     c.peer = addr_to_string(rdma_get_peer_addr(req->id));
     c.qp = qp;
     check_cm_device(req->id, dev);
-    // Stay within the client's offer (IBTA CM: a REP's responder resources <= the REQ's initiator
-    // depth, its initiator depth <= the REQ's responder resources). The event gives the values from
-    // OUR side: the client's initiator depth arrives as responder_resources, "what you must accept".
-    // This server never READs, so its initiator depth is 0; it grants at most what the client asked.
+    // The event gives the values from OUR side: the client's initiator depth arrives as
+    // responder_resources, "what you will be asked to accept". rdma_accept(3): our responder_resources
+    // must be <= the device's max_qp_rd_atom and preferably >= that value; only our initiator_depth
+    // must stay <= the client's responder resources. This server never READs, so its initiator depth
+    // is 0; granting no more than the client will use is this sample's policy (it spends no more
+    // responder resources than needed), not a rule.
     const int rr = std::min<int>(responder_resources, req->param.conn.responder_resources);
     // Ready to receive (and send) before we accept: the client may post the moment it hears our REP.
     cm_ready_qp(req->id, qp, rr, 0);
@@ -254,15 +241,19 @@ CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv
     check_rc(rdma_accept(req->id, &param), "rdma_accept");
     req.reset();
     //! [established]
-    // The client's RTU (its last handshake message) makes the connection ESTABLISHED here. A lost RTU
-    // is repaired by the CM only seconds later (it resends the REP, the client answers with another
-    // RTU), and meanwhile the client, already at RTS, may be sending: the first packet to reach our QP
-    // raises IBV_EVENT_COMM_EST on the device, and rdma_notify() tells the CM the connection is up
-    // (rdma_notify(3)). A client that finished and disconnected before either arrived is gone, but
-    // what it sent is in our CQ: the sample's own poll finds it.
+    // The client's RTU (its last handshake message) makes the connection ESTABLISHED here. If the RTU
+    // is lost, the client, already at RTS, may be sending, and our QP (at RTS too, since cm_ready_qp())
+    // accepts what it sends. Two paths are real:
+    //  - the CM's REP timer runs out (seconds later), it resends the REP, the client answers with
+    //    another RTU, and ESTABLISHED comes late;
+    //  - a client that finished first disconnects: its DREQ gives us DISCONNECTED before ESTABLISHED.
+    //    What it sent is in our CQ; the sample's own poll finds it.
+    // IBV_EVENT_COMM_EST (with rdma_notify(3)) repairs nothing here: IBTA devices raise it only for a
+    // packet that reaches a QP still in RTR, and ours is at RTS before rdma_accept(), as librdmacm's
+    // own accept does; Soft-RoCE never raises it (nothing in rxe_resp.c or rxe_recv.c does).
     const Deadline deadline(timeout_s);
     for (;;) {
-        CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(50, deadline.left_ms())));
+        CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
         if (ev && ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->status == 0)
             break;
         if (ev && ev->event == RDMA_CM_EVENT_DISCONNECTED) {
@@ -273,10 +264,6 @@ CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv
         }
         if (ev && ev->event != RDMA_CM_EVENT_TIMEWAIT_EXIT && ev->event != RDMA_CM_EVENT_ADDR_CHANGE)
             throw cm_event_error(*ev, "the connection to be established", c.peer);
-        if (took_comm_est(dev.ctx.get(), qp)) {
-            info("RDMA CM: data arrived before the client's RTU (IBV_EVENT_COMM_EST): rdma_notify()");
-            check_rc(rdma_notify(c.id.get(), IBV_EVENT_COMM_EST), "rdma_notify(IBV_EVENT_COMM_EST)");
-        }
         if (deadline.expired())
             throw timeout_error(timeout_s, "the connection to be established (RDMA_CM_EVENT_ESTABLISHED)",
                                 "no answer from " + c.peer + ": is the peer running, with -cm and the same -lp? raise "

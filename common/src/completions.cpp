@@ -70,6 +70,19 @@ void Completions::check(const ibv_wc &wc, ibv_wc_opcode expected, const std::str
             std::snprintf(id, sizeof id, "0x%llx", static_cast<unsigned long long>(cause->wr_id));
             check_wc(*cause, expected, what + " was flushed: an earlier request (wr_id " + id + ")");
         }
+        if (wc.status == IBV_WC_WR_FLUSH_ERR) {
+            // Flushed, and none of this QP's own requests failed first: no completion here holds the
+            // cause. The QP went to the error state because the connection broke, typically because
+            // it refused one of the peer's requests (a NAK: the peer's completion names the error).
+            try {
+                check_wc(wc, expected, what);
+            } catch (const Error &e) {
+                throw Error(e.what(), "this request was flushed because our QP went to the error state, and none of our "
+                                      "own requests failed first: the connection broke (for example, our QP refused a "
+                                      "request of the peer, whose own error names it; or the peer is gone): read the "
+                                      "peer's output");
+            }
+        }
         check_wc(wc, expected, what);
     } catch (const Error &e) {
         throw with_async_events(e, cq_->context);

@@ -91,6 +91,7 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
                           const std::string &peer, int max_dest_rd_atomic, ResourceDescriptor *resource)
 {
     Exchange exchange;
+    exchange.qp = qp;
     if (args.use_cm) {
         exchange.cm = cm_accept(args.listen_port, args.timeout_s, dev, qp, max_dest_rd_atomic);
         if (resource) {
@@ -142,8 +143,9 @@ void close_as_responder(Exchange &exchange, int timeout_s)
         cm_disconnect(exchange.cm, timeout_s);
         return;
     }
-    info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", rc_retransmit_window_ms);
-    std::this_thread::sleep_for(std::chrono::milliseconds(rc_retransmit_window_ms));
+    const int linger_ms = retransmit_window_ms(exchange.qp);
+    info("keeping the QP %d ms, in case our last ACK was lost and the peer resends", linger_ms);
+    std::this_thread::sleep_for(std::chrono::milliseconds(linger_ms));
 }
 
 } // namespace rdma_samples

@@ -5,6 +5,7 @@
 #include <rdma_samples/rc_qp.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <random>
 
 namespace rdma_samples {
@@ -94,6 +95,22 @@ void trace_qp_timers(ibv_qp *qp)
           "max_dest_rd_atomic %u, path_mtu %d",
           qp->qp_num, attr.timeout, attr.retry_cnt, attr.rnr_retry, attr.min_rnr_timer, attr.max_rd_atomic,
           attr.max_dest_rd_atomic, mtu_bytes(attr.path_mtu));
+}
+
+int retransmit_window_ms(ibv_qp *qp)
+{
+    ibv_qp_attr attr{};
+    ibv_qp_init_attr init{};
+    check_rc(ibv_query_qp(qp, &attr, IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT, &init), "ibv_query_qp(TIMEOUT, RETRY_CNT)");
+    // IBTA: the local ACK timeout is 4.096 us x 2^timeout (0 = none); a request goes out 1 + retry_cnt times.
+    const double sends = attr.retry_cnt + 1.0;
+    const double window_ms = sends * 4.096e-3 * std::ldexp(1.0, attr.timeout);
+    const int linger_ms = static_cast<int>(std::ceil(window_ms / 100.0)) * 100;
+    trace("retransmit window of QP 0x%06x: (retry_cnt %u + 1) x 4.096 us x 2^%u = %.0f ms, rounded up to %d ms",
+          qp->qp_num, attr.retry_cnt, attr.timeout, window_ms, linger_ms);
+    if (attr.timeout == 0)
+        info("the QP's ACK timeout is 0 (a sender waits for an ACK forever): no linger is long enough");
+    return linger_ms;
 }
 
 int mtu_bytes(ibv_mtu mtu) { return 128 << static_cast<int>(mtu); }

@@ -7,13 +7,11 @@
 load test_helper/common
 
 setup() {
-    require_rdma_device
-    MR_BOUNDS=$BUILD/tests/device/mr_bounds
-    [ -x "$MR_BOUNDS" ] || fail "no $MR_BOUNDS; build first (./lab build)"
+    require_device_test mr_bounds
 }
 
 @test "out-of-bounds and wrong-rkey requests are refused; memory outside the export never changes" {
-    run --separate-stderr timeout -k 5 120 "$MR_BOUNDS" -t 5
+    run --separate-stderr timeout -k 5 120 "$DEVICE_TEST" -t 5
     assert_success
     assert_line --index 0 "1..15"
     # Every hostile request is refused by the responder (a NAK: IBV_WC_REM_ACCESS_ERR, as IBTA says for
@@ -44,6 +42,6 @@ setup() {
 }
 
 @test "a bad flag is one line and exit status 2" {
-    run -2 --separate-stderr "$MR_BOUNDS" -x
+    run -2 --separate-stderr "$DEVICE_TEST" -x
     assert_equal "$stderr" 'mr_bounds: unknown argument "-x" (takes -d NAME, -g INDEX, -t SECONDS)'
 }

@@ -44,10 +44,12 @@ receiver_paths() { echo -ld "$BATS_TEST_TMPDIR/receiver.desc" -re "$BATS_TEST_TM
 
 @test "send_receive: a message longer than the posted receive fails on both sides, explained" {
     RUN_FLAGS=-1 run_pair "$RECEIVER" $(receiver_paths) -t 20 --recv-size 4 -- "$SENDER" $(sender_paths) -t 20
-    assert_line --partial "sender: step 6 failed: the SEND completion completed with IBV_WC_REM_"
-    assert_line --regexp "^hint: .*(longer than its receive buffer|receive buffer was too small)"
+    # IBTA devices NAK a too-long SEND "Invalid Request" (IBV_WC_REM_INV_REQ_ERR); Soft-RoCE answers
+    # "Remote Operational Error" (IBV_WC_REM_OP_ERR). Each hint names the receive buffer.
+    assert_line --regexp "^sender: step 6 failed: the SEND completion completed with IBV_WC_(REM_INV_REQ_ERR|REM_OP_ERR)"
+    assert_line --regexp "^hint: .*(longer than its receive buffer|a SEND longer than the peer's receive buffer this way \(IBTA devices say IBV_WC_REM_INV_REQ_ERR\))"
     assert_equal "$peer_status" 1
-    # Hardware reports IBV_WC_LOC_LEN_ERR; Soft-RoCE reports IBV_WC_LOC_QP_OP_ERR. Both hints say why.
+    # mlx5 reports IBV_WC_LOC_LEN_ERR; Soft-RoCE and qib report IBV_WC_LOC_QP_OP_ERR. Both hints say why.
     assert_peer_line --regexp "^receiver: step 6 failed: the message from the sender completed with IBV_WC_(LOC_LEN_ERR|LOC_QP_OP_ERR)"
     assert_peer_line --regexp "^hint: .*longer than the receive buffer"
 }

@@ -57,6 +57,14 @@ setup() {
     assert_peer_line --index -1 "Sample finished successfully"
 }
 
+@test "rdma_write: the responder's linger is computed from its QP's timeout and retry_cnt (IBTA worst case)" {
+    run_pair "$RESPONDER" $(responder_paths) -t 20 -v -- "$REQUESTER" $(requester_paths) -t 20
+    assert_success
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp "retransmit window of QP 0x[0-9a-f]{6}: \(retry_cnt 6 \+ 1\) x 4\.096 us x 2\^14 = 470 ms, rounded up to 500 ms"
+    assert_peer_line --partial "keeping the QP 500 ms"
+}
+
 @test "rdma_write: -v traces the verbs calls" {
     run_pair "$RESPONDER" $(responder_paths) -t 20 -- "$REQUESTER" $(requester_paths) -t 20 -v
     assert_success

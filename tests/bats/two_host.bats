@@ -233,6 +233,26 @@ retransmitted() {
     assert [ "$n" -gt 0 ]
 }
 
+# cm_paths: for every -cm scenario, which way its server's connection became ESTABLISHED (cm_accept()):
+# "at once" (one REP, one RTU), "REP resent" (the RTU or REP was lost: the CM resent its REP, seconds
+# later), or "DISCONNECTED first" (the client was done and gone before its RTU arrived). Printed as a
+# TAP comment, so the run shows which paths it took; IBV_EVENT_COMM_EST must play no part in any.
+cm_paths() {
+    local d at_once=0 resent=0 gone=0
+    for d in "$TRACE"/[0-9]*; do
+        [ -e "$d/cm" ] || continue
+        if grep -q 'disconnected before its RTU arrived' "$d/responder.out"; then
+            gone=$((gone + 1))
+        elif [ "$(grep -c 'CM REP' "$d/report.txt")" -gt 1 ]; then
+            resent=$((resent + 1))
+        else
+            at_once=$((at_once + 1))
+        fi
+        refute grep -q 'COMM_EST' "$d/responder.out"
+    done
+    echo "# RDMA CM paths to ESTABLISHED: $at_once at once, $resent after a resent REP, $gone DISCONNECTED first" >&3
+}
+
 @test "two hosts: 1% and 5% packet loss both ways: every pair, both flows, succeeds through retransmissions" {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
@@ -242,6 +262,7 @@ retransmitted() {
     assert_success
     every_scenario_succeeded
     retransmitted
+    cm_paths
 }
 
 @test "two hosts: 100% loss: the requester fails with an explained retry error, within -t, and so does the responder" {

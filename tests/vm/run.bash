@@ -131,7 +131,7 @@ cmd_run() {
     fi
 
     # The job's output, streamed live from the job folder (tail follows until QEMU is gone).
-    local rc=0 tries=0 left p waited=
+    local rc=0 tries=0 left p waited= qemu_t0=
     while :; do
         if [ "${net%%:*}" = connect ] && ! port_listening "$port"; then
             # QEMU exits at once when nothing listens: wait for the other VM's QEMU.
@@ -145,6 +145,7 @@ cmd_run() {
         fi
         left=$((deadline - SECONDS))
         [ "$left" -gt 0 ] || break
+        qemu_t0=$(date +%s.%3N)
         timeout -k 3 "$left" qemu-system-x86_64 "${qargs[@]}" </dev/null >"$job/qemu.log" 2>&1 3>&- &
         qpid=$!
         tail -n +1 -s 0.2 -f --pid="$qpid" "$job/out" 3>&- &
@@ -170,6 +171,11 @@ cmd_run() {
         fi
         break
     done
+    # RDMA_SAMPLES_VM_LOG (set by ./lab test): one line per boot, "NAME BOOT_S TOTAL_S", for the time table.
+    if [ -n "${RDMA_SAMPLES_VM_LOG:-}" ] && [ -f "$job/booted" ] && [ -n "$qemu_t0" ]; then
+        awk -v n="$name" -v t0="$qemu_t0" -v b="$(stat -c %.3Y "$job/booted")" -v e="$(date +%s.%3N)" \
+            'BEGIN { printf "%s %.2f %.2f\n", n, b - t0, e - t0 }' >>"$RDMA_SAMPLES_VM_LOG" || true
+    fi
     if [ -f "$job/status" ]; then
         [ "${RDMA_SAMPLES_VM_DEBUG:-0}" != 1 ] || cat "$job/console.log" >&2
         return "$(cat "$job/status")"

@@ -86,7 +86,8 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
  * @param dev       the device this side opened
  * @param qp        our QP, in INIT, with its receives posted
  * @param responder_resources READs/atomics the client may have in flight at us (0 when none); the
- *                  server grants no more than the client's REQ asked for (its initiator depth)
+ *                  server grants no more than the client's REQ asked for (its initiator depth), a
+ *                  policy: rdma_accept(3) asks only <= max_qp_rd_atom, preferably >= the client's offer
  * @return the accepted connection
  */
 CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv_qp *qp, int responder_resources = 0);

@@ -130,7 +130,8 @@ Device open_device(const std::string &name, std::optional<int> gid_index);
  * `atomic_cap` (ibv_query_device(3)) tells the scope: IBV_ATOMIC_NONE (no atomics),
  * IBV_ATOMIC_HCA (atomic only against other atomics that go through this same device: not against
  * the CPU's own stores, nor against plain RDMA WRITEs to the same word), IBV_ATOMIC_GLOB (atomic
- * against every other access, CPU included). ConnectX NICs and Soft-RoCE report IBV_ATOMIC_HCA.
+ * against every other access, CPU included). Soft-RoCE reports IBV_ATOMIC_HCA; ConnectX (mlx5) does
+ * only when its 8-byte atomic endianness mode fits verbs (else IBV_ATOMIC_NONE: mlx5 get_atomic_caps()).
  * Prints one line with the capability.
  * @param dev the open device
  * @throws Error if the device has no atomics

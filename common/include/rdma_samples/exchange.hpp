@@ -70,6 +70,7 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std
 struct Exchange {
     ResourceDescriptor resource; ///< requester: what the responder exports, when connect_to_responder() was asked for it
     CmConnection cm;             ///< -cm: the connection, to close with cm_disconnect() at the end
+    ibv_qp *qp = nullptr;        ///< responder: our QP, whose timers size close_as_responder()'s linger
 };
 
 /**
@@ -139,10 +140,11 @@ void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s);
  * @brief The responder's end of the connection, once the requester's last message has arrived.
  *
  * Our ACK of that message may have been lost; the requester then resends it for up to
- * rc_retransmit_window_ms, and only a QP that still exists can acknowledge it again (TCP calls this
- * TIME_WAIT). `-cm`: cm_disconnect(): the requester answers our DREQ only after its last completion,
- * so the QP stays up as long as it is needed. Descriptor files: keep the QP for
- * rc_retransmit_window_ms.
+ * retransmit_window_ms() (the IBTA worst case for the QP's timeout and retry_cnt), and only a QP that
+ * still exists can acknowledge it again (TCP calls this TIME_WAIT). `-cm`: cm_disconnect(): the
+ * requester answers our DREQ only after its last completion, so the QP stays up as long as it is
+ * needed, whatever the NIC's retransmission timing. Descriptor files: keep the QP for
+ * retransmit_window_ms(), a best effort (rc_qp.hpp says what a NIC may do differently).
  * @param exchange  the exchange
  * @param timeout_s the bound of the disconnect (-t)
  */

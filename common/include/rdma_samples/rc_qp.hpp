@@ -19,36 +19,44 @@ namespace rdma_samples {
  * @brief Transport retries (IBV_QP_RETRY_CNT): how often an unacknowledged packet is sent again before
  * the request fails with IBV_WC_RETRY_EXC_ERR.
  *
- * A plain 3-bit count (IBTA): on hardware 7 means seven retries. Only rnr_retry gives 7 the meaning
+ * The IBTA defines a plain 3-bit count: 7 is seven retries. Only rnr_retry gives 7 the meaning
  * "forever". Soft-RoCE differs: rdma_rxe treats retry_cnt 7 as "forever" too (rxe_comp.c), so against
- * a dead peer it would never complete. 6 behaves the same everywhere.
+ * a dead peer it would never complete. 6 ends in an error everywhere.
  */
 inline constexpr int rc_retry_cnt = 6;
 /** @brief RNR retries (IBV_QP_RNR_RETRY): 7 means "retry forever" (IBTA), so a peer that never posts
  *  its receive would hang us; 6 ends a missing receive in IBV_WC_RNR_RETRY_EXC_ERR. */
 inline constexpr int rc_rnr_retry = 6;
 /**
- * @brief Local ACK timeout exponent (IBV_QP_TIMEOUT): 4.096 us * 2^14 = 67 ms per try.
+ * @brief Local ACK timeout exponent (IBV_QP_TIMEOUT): 4.096 us * 2^14 = 67 ms per try (IBTA).
  *
- * With rc_retry_cnt 6 a request is sent 7 times: a dead peer ends in IBV_WC_RETRY_EXC_ERR after about
- * 7 * 67 ms = 0.47 s on hardware that honours the value (a NIC may round it up to its own minimum).
- * Soft-RoCE honours it: `./lab trace write --kill-responder` shows the seven sends 67 ms apart.
+ * With rc_retry_cnt 6 a request is sent at most 7 times. Soft-RoCE honours the value exactly:
+ * `./lab trace write --kill-responder` shows the seven sends 67 ms apart, then IBV_WC_RETRY_EXC_ERR.
+ * A NIC need not: it may round a small timeout up to a minimum of its own, and ConnectX's adaptive
+ * retransmission chooses its own, growing and randomised, intervals within firmware limits, so neither
+ * the spacing nor the time to the error is a promise on hardware.
  */
 inline constexpr int rc_timeout = 14;
+
 /**
- * @brief How long a sender may keep resending one request: (rc_retry_cnt + 1) sends, one ACK timeout
- * (4.096 us * 2^rc_timeout) apart, rounded up: 7 * 67 ms = 470 ms, so 500 ms.
+ * @brief How long a sender whose QP has @p qp's ACK timeout and retry count may keep resending one
+ * request, in the IBTA's worst case: (retry_cnt + 1) x 4.096 us x 2^timeout, rounded up to a tenth of
+ * a second (500 ms for timeout 14 and retry_cnt 6). Asks the QP (ibv_query_qp()).
  *
- * The side that RECEIVES the last message of a connection must keep its QP this long before
- * destroying it, like TCP's TIME_WAIT: if its ACK of that message is lost, the sender resends, and only
- * a QP that still exists can acknowledge again. Destroy it at once and the sender, which did deliver
- * its message, still fails with IBV_WC_RETRY_EXC_ERR. (A NIC that rounds the ACK timeout up to a
- * minimum of its own makes the window longer.) With RDMA CM the disconnect handshake does this: the
- * sender answers the DREQ only after its last completion.
+ * The side that RECEIVES the last message of a connection keeps its QP this long before destroying it,
+ * like TCP's TIME_WAIT: if its ACK of that message is lost, the sender resends, and only a QP that
+ * still exists can acknowledge again. The sender's timers count, not ours; the samples give both sides
+ * the same (rc_timeout, rc_retry_cnt, with or without -cm), so our own QP tells us the sender's.
+ *
+ * This is a best effort, not a guarantee: a NIC that rounds the timeout up or retransmits adaptively
+ * (ConnectX) may resend later than the IBTA formula says, and `timeout` 0 means "wait forever". The
+ * robust ways to end a connection are an application-level acknowledgement of the goodbye (the
+ * receiver answers it; the sender destroys its QP only after the answer) or RDMA CM's DREQ/DREP, where
+ * the sender answers the DREQ only after its last completion (what `-cm` does).
+ * @param qp the QP that received the last message, at RTS or later
+ * @return milliseconds to keep it
  */
-inline constexpr int rc_retransmit_window_ms = 500;
-static_assert((rc_retry_cnt + 1) * 4096LL * (1LL << rc_timeout) / 1'000'000 <= rc_retransmit_window_ms,
-              "the window must cover every resend");
+int retransmit_window_ms(ibv_qp *qp);
 
 /** @brief RNR NAK timer (IBV_QP_MIN_RNR_TIMER) we ask a sender to wait before it retries a SEND that
  *  found no receive: code 12 = 0.64 ms (IBTA table of RNR timer codes; code 0 means 655 ms). */
@@ -61,11 +69,15 @@ struct QpCaps {
 };
 
 /**
- * @brief How many entries a CQ needs for one QP of these sizes: every signaled send request and every
- * receive that can be outstanding at once may complete into it before anybody polls.
+ * @brief How many entries a CQ needs for one QP of these sizes: every send request and every receive
+ * that can be outstanding at once may complete into it before anybody polls.
  *
- * The rule: a CQ's entries >= the signaled send WRs + the receive WRs of every QP that completes into
- * it. A CQ that overflows is an error (IBV_EVENT_CQ_ERR), and its QPs fail.
+ * The rule: a CQ's entries >= the send WRs + the receive WRs that can be outstanding on every QP that
+ * completes into it. Every send WR counts, signaled or not: an unsignaled request that fails, or is
+ * flushed when the QP enters the error state, completes with its error status all the same (IBTA
+ * vol. 1, 10.7.3.1; rxe_comp.c posts a CQE for every WR whose status is not success). Size a CQ by the
+ * signaled requests alone (depth / N with selective signaling) and the first QP error overruns it:
+ * IBV_EVENT_CQ_ERR, which hides the error that started it. tests/device/cq_flush.cpp shows both.
  * @param caps the QP's queue sizes
  * @return the number of CQ entries to ask ibv_create_cq() for
  */

@@ -37,6 +37,14 @@ require_rdma_device() {
     skip "$how"
 }
 
+# require_device_test NAME: an RDMA device (as above) and the device test program tests/device/NAME,
+# built; its path in $DEVICE_TEST.
+require_device_test() {
+    require_rdma_device
+    DEVICE_TEST=$BUILD/tests/device/$1
+    [ -x "$DEVICE_TEST" ] || fail "no $DEVICE_TEST; build first (./lab build)"
+}
+
 # Descriptor paths for one pair of processes on one host: each side writes its own file and reads the
 # other's. The responder writes the mmap (or sync-event) descriptor; the requester reads it.
 requester_paths() {
