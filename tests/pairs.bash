@@ -10,7 +10,7 @@
 #   resp_args, req_args  what each side is given besides the connection flags
 #   cm_clients           how many requester processes an RDMA CM server with these args takes
 #   cm_req_args          what each of those is given (an RDMA CM client makes one connection)
-pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn bench)
+pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn ud bench)
 
 pair() {
     exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=()
@@ -30,6 +30,7 @@ pair() {
     multi_conn) resp=rdma_multi_conn/rdma_multi_conn_receive req=rdma_multi_conn/rdma_multi_conn_send exports=0
         resp_args=(-nc 2) req_args=(-nc 2 -s "one message per connection") cm_clients=2
         cm_req_args=(-s "one message per connection") ;;
+    ud) resp=rdma_ud/rdma_ud_receive req=rdma_ud/rdma_ud_send exports=0 req_args=(-s "a numbered datagram") ;;
     bench) resp=rdma_bench/rdma_bench_responder req=rdma_bench/rdma_bench_requester ;;
     *) return 1 ;;
     esac

@@ -78,13 +78,14 @@ void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources, int initia
     trace_qp_timers(qp);
 }
 
-CmConnection cm_listen(std::uint16_t port, int backlog)
+CmConnection cm_listen(std::uint16_t port, int backlog, rdma_port_space ps)
 {
     CmConnection c;
     c.channel = create_event_channel();
     rdma_cm_id *id = nullptr;
-    // RDMA_PS_TCP: reliable connected service, the QP type RC (the "TCP" is only the port space's name).
-    check_rc(rdma_create_id(c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
+    // RDMA_PS_TCP: reliable connected service, the QP type RC (the "TCP" is only the port space's name);
+    // RDMA_PS_UDP: unreliable datagrams, the QP type UD (cm_ud.hpp).
+    check_rc(rdma_create_id(c.channel.get(), &id, nullptr, ps), "rdma_create_id");
     c.listen_id.reset(id);
     // The IPv6 "any" address with AFONLY off accepts IPv4 clients too (they appear as ::ffff:a.b.c.d).
     SockAddr any;

@@ -18,6 +18,7 @@ namespace {
 
 constexpr const char *connection_header = "# rdma-samples connection descriptor";
 constexpr const char *resource_header = "# rdma-samples resource descriptor";
+constexpr const char *ud_header = "# rdma-samples UD descriptor";
 
 std::string hex(std::uint64_t v, int width)
 {
@@ -108,6 +109,24 @@ private:
     int last_line_ = 0;
 };
 
+/** The fields a connection and a UD descriptor share: the GID and the MTU. */
+ibv_gid parse_gid(const Fields &f)
+{
+    ibv_gid gid{};
+    if (!gid_from_string(f.text("gid"), gid))
+        f.fail(f.line("gid"), "gid: expected an IPv6-style GID such as ::ffff:10.0.0.1 or fe80::1, got " +
+                                  quote(f.text("gid")));
+    return gid;
+}
+
+int parse_mtu(const Fields &f)
+{
+    const auto mtu = f.number("mtu", 4096, false);
+    if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096)
+        f.fail(f.line("mtu"), "mtu: expected 256, 512, 1024, 2048 or 4096, got " + quote(f.text("mtu")));
+    return static_cast<int>(mtu);
+}
+
 } // namespace
 
 std::uint64_t new_nonce()
@@ -166,13 +185,45 @@ ConnectionDescriptor parse_connection_descriptor(const std::string &text, const 
     d.qp_num = static_cast<std::uint32_t>(f.number("qp_num", 0xffffff, true));
     d.psn = static_cast<std::uint32_t>(f.number("psn", 0xffffff, true));
     d.lid = static_cast<std::uint16_t>(f.number("lid", 0xffff, true));
-    if (!gid_from_string(f.text("gid"), d.gid))
-        f.fail(f.line("gid"), "gid: expected an IPv6-style GID such as ::ffff:10.0.0.1 or fe80::1, got " +
-                                  quote(f.text("gid")));
-    const auto mtu = f.number("mtu", 4096, false);
-    if (mtu != 256 && mtu != 512 && mtu != 1024 && mtu != 2048 && mtu != 4096)
-        f.fail(f.line("mtu"), "mtu: expected 256, 512, 1024, 2048 or 4096, got " + quote(f.text("mtu")));
-    d.mtu = static_cast<int>(mtu);
+    d.gid = parse_gid(f);
+    d.mtu = parse_mtu(f);
+    return d;
+}
+
+std::string format_descriptor(const UdDescriptor &d)
+{
+    std::ostringstream o;
+    o << ud_header << "\n"
+      << "version=1\n"
+      << "kind=ud\n"
+      << "nonce=" << hex(d.nonce, 16) << "\n";
+    if (d.peer_nonce)
+        o << "peer_nonce=" << hex(*d.peer_nonce, 16) << "\n";
+    o << "qp_num=" << hex(d.qp_num, 6) << "\n"
+      << "qkey=" << hex(d.qkey, 8) << "\n"
+      << "lid=" << hex(d.lid, 4) << "\n"
+      << "gid=" << gid_to_string(d.gid) << "\n"
+      << "mtu=" << d.mtu << "\n";
+    return o.str();
+}
+
+UdDescriptor parse_ud_descriptor(const std::string &text, const std::string &source)
+{
+    Fields f(text, source);
+    f.expect_header("version", "1");
+    if (f.text("kind") != "ud")
+        f.fail(f.line("kind"), "kind: expected ud, got " + quote(f.text("kind")) +
+                                   " (is this the descriptor of another sample, or of an rdma_ud program's peer from another pair?)");
+    f.only({"version", "kind", "nonce", "peer_nonce", "qp_num", "qkey", "lid", "gid", "mtu"});
+    UdDescriptor d;
+    d.nonce = f.number("nonce", UINT64_MAX, true);
+    if (f.has("peer_nonce"))
+        d.peer_nonce = f.number("peer_nonce", UINT64_MAX, true);
+    d.qp_num = static_cast<std::uint32_t>(f.number("qp_num", 0xffffff, true));
+    d.qkey = static_cast<std::uint32_t>(f.number("qkey", 0xffffffff, true));
+    d.lid = static_cast<std::uint16_t>(f.number("lid", 0xffff, true));
+    d.gid = parse_gid(f);
+    d.mtu = parse_mtu(f);
     return d;
 }
 

@@ -157,6 +157,11 @@ ResourceDescriptor wait_for_resource_descriptor(const WaitFor &w, ResourceKind k
         w, [kind](const std::string &t, const std::string &s) { return parse_resource_descriptor(t, s, kind); });
 }
 
+UdDescriptor wait_for_ud_descriptor(const WaitFor &w)
+{
+    return wait_for<UdDescriptor>(w, parse_ud_descriptor);
+}
+
 std::string numbered_path(const std::string &path, int i)
 {
     char suffix[16];

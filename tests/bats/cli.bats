@@ -26,6 +26,8 @@ programs() {
     assert_line rdma_sync_event_responder
     assert_line rdma_multi_conn_send
     assert_line rdma_multi_conn_receive
+    assert_line rdma_ud_send
+    assert_line rdma_ud_receive
 }
 
 @test "--help exits 0 and lists every common flag with its default" {

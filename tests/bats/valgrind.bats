@@ -54,4 +54,5 @@ clean_pair() {
 @test "valgrind: rdma_atomic, both sides clean" { clean_pair atomic; }
 @test "valgrind: rdma_sync_event, both sides clean" { clean_pair sync_event; }
 @test "valgrind: rdma_multi_conn, both sides clean" { clean_pair multi_conn; }
+@test "valgrind: rdma_ud, both sides clean" { clean_pair ud; }
 @test "valgrind: rdma_bench, both sides clean" { clean_pair bench; }

@@ -182,6 +182,44 @@ TEST(Descriptor, ResourceRejectsWrongKindHugeLengthZeroLengthWrapAndBadAccess)
     EXPECT_NE(err(format_descriptor(sample_connection())).find("kind: expected mmap"), std::string::npos);
 }
 
+TEST(Descriptor, UdRoundTripAndStrictRejection)
+{
+    UdDescriptor d;
+    d.nonce = 9;
+    d.peer_nonce = 0x0123456789abcdefULL;
+    d.qp_num = 0x1a;
+    d.qkey = 0x11111111;
+    gid_from_string("::ffff:10.77.0.1", d.gid);
+    d.mtu = 4096;
+    const std::string good = format_descriptor(d);
+    EXPECT_NE(good.find("kind=ud\n"), std::string::npos);
+    EXPECT_NE(good.find("qkey=0x11111111\n"), std::string::npos);
+    const UdDescriptor back = parse_ud_descriptor(good, "x");
+    EXPECT_EQ(back.nonce, d.nonce);
+    EXPECT_EQ(back.peer_nonce, d.peer_nonce);
+    EXPECT_EQ(back.qp_num, d.qp_num);
+    EXPECT_EQ(back.qkey, d.qkey);
+    EXPECT_EQ(0, memcmp(back.gid.raw, d.gid.raw, 16));
+    EXPECT_EQ(back.mtu, 4096);
+    auto err = [](const std::string &t) {
+        try {
+            parse_ud_descriptor(t, "/tmp/u.txt");
+        } catch (const DescriptorError &e) {
+            return std::string(e.what());
+        }
+        return std::string();
+    };
+    EXPECT_NE(err(with_line(good, "qkey", "qkey=0x100000000")).find("qkey: expected a hex number 0x... up to 0xffffffff"),
+              std::string::npos);
+    EXPECT_NE(err(with_line(good, "qkey", "")).find("missing key \"qkey\""), std::string::npos);
+    EXPECT_NE(err(with_line(good, "mtu", "mtu=1500")).find("mtu: expected 256, 512"), std::string::npos);
+    EXPECT_NE(err(with_line(good, "gid", "gid=10.0.0.1")).find("gid: expected an IPv6-style GID"), std::string::npos);
+    EXPECT_NE(err(with_line(good, "qkey", "qkey=0x1\npsn=0x1")).find("unknown key \"psn\""), std::string::npos);
+    // A connection descriptor is not a UD one, and the other way round.
+    EXPECT_NE(err(format_descriptor(sample_connection())).find("kind: expected ud, got \"connection\""), std::string::npos);
+    EXPECT_NE(conn_error(good).find("kind: expected connection, got \"ud\""), std::string::npos);
+}
+
 TEST_F(TempDir, AtomicWriteThenWaitReadsAndRemoves)
 {
     const std::string path = (dir / "conn.txt").string();

@@ -157,8 +157,9 @@ rdma_conn_param cm_conn_param(const ibv_qp *qp, int responder_resources = 0, int
  * @brief Server side of `-cm`: bind @p port on every address, listen.
  * @param port      the port (`-lp`)
  * @param backlog   connection requests the kernel may queue
+ * @param ps        RDMA_PS_TCP (RC connections) or RDMA_PS_UDP (UD, cm_ud.hpp)
  * @return a connection with channel and listen_id set, id empty
  */
-CmConnection cm_listen(std::uint16_t port, int backlog = 1);
+CmConnection cm_listen(std::uint16_t port, int backlog = 1, rdma_port_space ps = RDMA_PS_TCP);
 
 } // namespace rdma_samples

@@ -47,6 +47,23 @@ struct ConnectionDescriptor {
     int mtu = 1024;                         ///< path MTU in bytes: 256, 512, 1024, 2048 or 4096
 };
 
+/**
+ * @brief How to reach an unreliable datagram (UD) queue pair (rdma_ud): `kind=ud`.
+ *
+ * A UD QP has no connection, so no PSN and no path to agree on: a sender needs the receiver's QPN and
+ * the Q_Key its datagrams must carry, plus the GID (and LID) to build an address handle from. The MTU
+ * is the receiver's port MTU: the largest message one datagram can carry.
+ */
+struct UdDescriptor {
+    std::uint64_t nonce = 0;                ///< random, fresh for every run
+    std::optional<std::uint64_t> peer_nonce; ///< in a reply: the nonce of the descriptor it answers
+    std::uint32_t qp_num = 0;               ///< queue pair number (24 bits)
+    std::uint32_t qkey = 0;                 ///< the Q_Key a datagram must carry to be accepted (32 bits)
+    std::uint16_t lid = 0;                  ///< InfiniBand local identifier (0 on RoCE)
+    ibv_gid gid{};                          ///< the GID this side is addressed by
+    int mtu = 1024;                         ///< port MTU in bytes: 256, 512, 1024, 2048 or 4096
+};
+
 /** @brief What a resource descriptor describes. */
 enum class ResourceKind { mmap, sync_event };
 
@@ -100,6 +117,22 @@ std::string format_descriptor(const ResourceDescriptor &d);
  *         duplicate or unknown field, a wrong kind or version
  */
 ConnectionDescriptor parse_connection_descriptor(const std::string &text, const std::string &source);
+
+/**
+ * @brief The text form of a UD descriptor.
+ * @param d the descriptor
+ * @return the file's contents, `key=value` lines
+ */
+std::string format_descriptor(const UdDescriptor &d);
+
+/**
+ * @brief Parse a UD descriptor (`kind=ud`).
+ * @param text   the file's contents
+ * @param source the file name, for messages
+ * @return the descriptor
+ * @throws DescriptorError as parse_connection_descriptor()
+ */
+UdDescriptor parse_ud_descriptor(const std::string &text, const std::string &source);
 
 /**
  * @brief A kind as its descriptor names it: "mmap" or "sync_event".

@@ -68,6 +68,13 @@ ConnectionDescriptor wait_for_connection_descriptor(const WaitFor &w);
 ResourceDescriptor wait_for_resource_descriptor(const WaitFor &w, ResourceKind kind);
 
 /**
+ * @brief As wait_for_connection_descriptor(), for a UD descriptor (rdma_ud).
+ * @param w the file, who writes it, the bound and the nonce it must answer
+ * @return the parsed descriptor
+ */
+UdDescriptor wait_for_ud_descriptor(const WaitFor &w);
+
+/**
  * @brief The descriptor file of connection @p i when one process has many (rdma_multi_conn):
  * "<path>-0000", "<path>-0001", ...
  * @param path the path given with -ld or -re

@@ -21,6 +21,7 @@ struct PdDeleter { void operator()(ibv_pd *p) const { ibv_dealloc_pd(p); } };
 struct MrDeleter { void operator()(ibv_mr *m) const { ibv_dereg_mr(m); } };
 struct CqDeleter { void operator()(ibv_cq *c) const { ibv_destroy_cq(c); } };
 struct QpDeleter { void operator()(ibv_qp *q) const { ibv_destroy_qp(q); } };
+struct AhDeleter { void operator()(ibv_ah *a) const { ibv_destroy_ah(a); } };
 struct CompChannelDeleter { void operator()(ibv_comp_channel *c) const { ibv_destroy_comp_channel(c); } };
 /// @endcond
 
@@ -30,6 +31,7 @@ using PdPtr = std::unique_ptr<ibv_pd, PdDeleter>;                        ///< ib
 using MrPtr = std::unique_ptr<ibv_mr, MrDeleter>;                        ///< ibv_reg_mr()
 using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;                        ///< ibv_create_cq()
 using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;                        ///< ibv_create_qp()
+using AhPtr = std::unique_ptr<ibv_ah, AhDeleter>;                        ///< ibv_create_ah()
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>; ///< ibv_create_comp_channel()
 
 } // namespace rdma_samples

@@ -1,0 +1,207 @@
+/**
+ * @file receiver.cpp
+ * @brief UD RECEIVE, receiver side: post receives, then take numbered datagrams from whoever sends.
+ *
+ * A UD receive buffer starts with 40 bytes the device fills with the packet's network header (the
+ * GRH on InfiniBand; on RoCE v2 the IP header), whether or not the sender meant to send one: the
+ * payload starts at byte 40, and wc.byte_len counts those 40 bytes. The completion names the sending
+ * QP (wc.src_qp); the header names its GID. Nothing is acknowledged or retried: a datagram with a
+ * wrong Q_Key, one above the MTU, or one that finds no receive posted is dropped without a word, so
+ * the datagrams are numbered and this side reports which never came.
+ */
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/cm_ud.hpp>
+#include <rdma_samples/descriptor_file.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
+#include <rdma_samples/wait.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+using namespace rdma_samples;
+
+/** The bytes the device writes before the payload of every UD receive. */
+static constexpr std::size_t grh_bytes = 40;
+
+/** This program's own flags; the common ones are in Args. */
+struct Options {
+    std::uint32_t qkey = 0x11111111; ///< --qkey: the Q_Key our QP accepts (-cm: RDMA_UDP_QKEY)
+    int iters = 3;                   ///< --iters: datagrams expected
+    int receives = 0;                ///< --receives: receives posted (0: one per datagram)
+};
+
+/**
+ * The sender's GID, from the 40 bytes before the payload. On InfiniBand, RoCE v1 and RoCE v2 over
+ * IPv6 they hold a GRH or the IPv6 header (same layout: version 6 in the first 4 bits, source GID at
+ * byte 8). On RoCE v2 over IPv4 the first 20 bytes are unused and the IPv4 header fills the last 20
+ * (source address at byte 32): the GID is then ::ffff:a.b.c.d.
+ */
+static ibv_gid sender_gid(const char *header)
+{
+    //! [read_grh]
+    ibv_gid gid{};
+    const auto *b = reinterpret_cast<const std::uint8_t *>(header);
+    if ((b[0] >> 4) != 6 && b[20] == 0x45) { // IPv4, header length 5 words
+        gid.raw[10] = gid.raw[11] = 0xff;
+        std::memcpy(&gid.raw[12], b + 32, 4);
+    } else {
+        std::memcpy(gid.raw, b + offsetof(ibv_grh, sgid), sizeof gid.raw);
+    }
+    //! [read_grh]
+    return gid;
+}
+
+static void run(const Args &args, const Options &opt)
+{
+    const int receives = opt.receives > 0 ? opt.receives : opt.iters;
+    const std::uint32_t qkey = args.use_cm ? RDMA_UDP_QKEY : opt.qkey; // the CM's UDP port space fixes it
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args.device, args.gid_index);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    const int mtu = mtu_bytes(dev.port_attr.active_mtu);
+    info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str(), mtu);
+
+    step(2, "register %d receive slots of 40 + %d bytes (local write: the device writes into them)", receives, mtu);
+    const std::size_t slot = grh_bytes + static_cast<std::size_t>(mtu);
+    Buffer buf(slot * static_cast<std::size_t>(receives));
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+
+    step(3, "create a completion queue and a UD queue pair with Q_Key 0x%08x; INIT -> RTR", qkey);
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), receives, nullptr, nullptr, 0), "ibv_create_cq"));
+    ibv_qp_init_attr init{};
+    init.send_cq = cq.get();
+    init.recv_cq = cq.get();
+    init.qp_type = IBV_QPT_UD;
+    init.cap.max_send_wr = 1;
+    init.cap.max_recv_wr = static_cast<std::uint32_t>(receives);
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    QpPtr qp(check(ibv_create_qp(pd.get(), &init), "ibv_create_qp(UD)"));
+    // The walk of sender.cpp, without RTS: a QP that only receives may stay at RTR.
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.port_num = dev.port;
+    attr.qkey = qkey; // our device drops every datagram that carries another Q_Key
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+             "ibv_modify_qp(INIT)");
+    attr = {};
+    attr.qp_state = IBV_QPS_RTR;
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE), "ibv_modify_qp(RTR)");
+    info("QPN 0x%06x, state RTR", qp->qp_num);
+
+    step(4, "post %d receives of %zu bytes (40 for the header + the MTU)%s", receives, slot,
+         receives < opt.iters ? " (demonstration: fewer than the datagrams)" : "");
+    for (int i = 0; i < receives; ++i) {
+        //! [post_ud_recv]
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data() + slot * static_cast<std::size_t>(i)),
+                    static_cast<std::uint32_t>(slot), mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = static_cast<std::uint64_t>(i); // the slot
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr *bad_wr = nullptr;
+        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+        //! [post_ud_recv]
+    }
+
+    CmConnection cm;
+    if (args.use_cm) {
+        step(5, "answer the sender's RDMA CM lookup (RDMA_PS_UDP) with our QPN");
+        cm = cm_ud_accept(args.listen_port, args.timeout_s, dev, qp.get());
+    } else {
+        step(5, "wait for the sender's UD descriptor, then publish ours (QPN, Q_Key, GID, MTU)");
+        const UdDescriptor sender = wait_for_ud_descriptor(
+            {args.remote_descriptor_path, "the sender (rdma_ud_send)", args.timeout_s, std::nullopt});
+        info("sender: QPN 0x%06x, GID %s", sender.qp_num, gid_to_string(sender.gid).c_str());
+        const UdDescriptor ours{.nonce = new_nonce(), .peer_nonce = sender.nonce, .qp_num = qp->qp_num, .qkey = qkey,
+                                .lid = dev.port_attr.lid, .gid = dev.gid, .mtu = mtu};
+        write_descriptor_file(args.local_descriptor_path, format_descriptor(ours));
+    }
+
+    step(6, "poll the completion queue: each completion's wr_id is the slot its datagram filled");
+    // The sender numbers its datagrams #i/N. We stop when all N came, when every receive is used (no
+    // datagram can arrive after that), or a second after the last one (a straggler may still come).
+    std::vector<bool> seen(65);
+    int received = 0, completions = 0, total = 0, highest = 0;
+    Deadline deadline(args.timeout_s);
+    std::optional<Deadline> grace;
+    while (completions < receives && (total == 0 || received < total) && !deadline.expired() &&
+           !(grace && grace->expired())) {
+        ibv_wc wc{};
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            continue;
+        }
+        ++completions;
+        check_wc(wc, IBV_WC_RECV, "a datagram's receive");
+        //! [ud_completion]
+        const char *header = buf.data() + slot * wc.wr_id;
+        const std::string payload(header + grh_bytes, wc.byte_len - grh_bytes); // byte_len counts the 40
+        info("datagram of %u bytes (40 + %zu) from QPN 0x%06x, GID %s%s", wc.byte_len, payload.size(), wc.src_qp,
+             gid_to_string(sender_gid(header)).c_str(), (wc.wc_flags & IBV_WC_GRH) ? "" : " (no GRH flag!)");
+        //! [ud_completion]
+        int seq = 0, count = 0, text_at = 0;
+        if (std::sscanf(payload.c_str(), "#%d/%d %n", &seq, &count, &text_at) != 2 || seq < 1 || seq > count || count > 64) {
+            info("not a numbered datagram: ignored");
+            continue;
+        }
+        total = count;
+        ++received;
+        result("Got #%d/%d from sender: \"%s\"%s", seq, count, payload.c_str() + text_at,
+               seen[static_cast<std::size_t>(seq)] ? " (duplicate)" : seq < highest ? " (out of order)" : "");
+        seen[static_cast<std::size_t>(seq)] = true;
+        highest = std::max(highest, seq);
+        if (seq == count && !grace)
+            grace = Deadline::in_ms(std::min(1000, deadline.left_ms()));
+    }
+    if (received == 0) {
+        char ours[16];
+        std::snprintf(ours, sizeof ours, "0x%08x", qkey);
+        throw timeout_error(args.timeout_s, "a datagram from the sender",
+                            std::string("nothing arrived, and UD never says why: our device drops a datagram whose Q_Key "
+                                        "is not ours (") + ours + "), one above the MTU, or one that finds no receive; "
+                                        "check the sender's --qkey and that it runs");
+    }
+
+    step(7, "report the datagrams that never came");
+    std::string lost;
+    for (int seq = 1; seq <= total; ++seq)
+        if (!seen[static_cast<std::size_t>(seq)])
+            lost += " #" + std::to_string(seq);
+    result("Received %d of %d datagrams%s%s", received, total, lost.empty() ? "" : "; lost:", lost.c_str());
+    if (!lost.empty())
+        throw Error(std::to_string(total - received) + " of " + std::to_string(total) + " datagrams never arrived:" + lost,
+                    completions == receives && receives < total
+                        ? "only " + std::to_string(receives) + " receive(s) were posted: a datagram that finds none is dropped, and the sender's completion still says success (UD has no RNR NAK)"
+                        : "UD does not retransmit: a datagram above the MTU, with a wrong Q_Key or lost on the network is gone; number them, as here, to notice");
+}
+
+int main(int argc, char **argv)
+{
+    Options opt;
+    ProgramSpec spec{.name = "rdma_ud_receive",
+                     .role = "receiver",
+                     .summary = "UD RECEIVE, receiver side: take numbered datagrams and report any that never came.",
+                     .resource_descriptor = false,
+                     .rdma_cm = true};
+    spec.extra.push_back({"iters", "N", "datagrams expected", "3", [&](const std::string &v) {
+                              opt.iters = static_cast<int>(parse_number("--iters", v, 1, 64));
+                          }});
+    spec.extra.push_back({"qkey", "QKEY", "the Q_Key our QP accepts (ignored with -cm, which uses RDMA_UDP_QKEY 0x01234567)",
+                          "0x11111111", [&](const std::string &v) {
+                              opt.qkey = static_cast<std::uint32_t>(parse_number("--qkey", v, 0, 0x7fffffff));
+                          }});
+    spec.extra.push_back({"receives", "N", "demonstration: post only N receives, fewer than the datagrams", "--iters",
+                          [&](const std::string &v) {
+                              opt.receives = static_cast<int>(parse_number("--receives", v, 1, 64));
+                          }});
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+}
