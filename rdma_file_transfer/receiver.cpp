@@ -171,10 +171,13 @@ void run(const Args &args, const Options &opt)
         post_send(id->qp, recv_buf + 1, msg_mr->lkey, m);
         ++c.sends;
     };
-    auto refuse = [&](const Error &e) { // tell the sender why we stop, then stop
+    auto refuse = [&](const Error &e) { // tell the sender why we stop, then stop with that reason
         send(make_message(MessageType::refusal, std::string(e.what()) + "\n" + e.hint()));
-        while (c.sends > 0)
-            next_arrival(c, "our refusal to be delivered");
+        try { // until it is delivered, or the sender, which has read it, disconnects (or -t runs out)
+            while (c.sends > 0)
+                next_arrival(c, "our refusal to be delivered");
+        } catch (const Error &) {
+        }
         throw e;
     };
 
@@ -291,7 +294,7 @@ int main(int argc, char **argv)
          [&](const std::string &v) { opt.keys_file = v; }},
         {"force", "", "replace an existing file", "off", [&](const std::string &) { opt.force = true; }},
         {"slots", "N", "slots in the ring: chunks the sender may have in flight", "4",
-         [&](const std::string &v) { opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 65536)); }},
+         [&](const std::string &v) { opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24)); }},
         {"chunk", "BYTES", "bytes per slot (one RDMA WRITE)", "1048576",
          [&](const std::string &v) { opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, 1U << 30)); }},
     };

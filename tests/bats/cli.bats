@@ -175,7 +175,7 @@ programs() {
     run -2 --separate-stderr "$recv" -sa 10.0.0.1
     assert_equal "$stderr" "rdma_file_receiver: the receiver listens and takes no -sa; give -sa 10.0.0.1 to the side that connects"
     run -2 --separate-stderr "$recv" --slots 0
-    assert_equal "$stderr" 'rdma_file_receiver: --slots: expected a number from 1 to 65536, got "0"'
+    assert_equal "$stderr" 'rdma_file_receiver: --slots: expected a number from 1 to 16777216, got "0"'
     run -2 --separate-stderr "$recv" --chunk 2g
     assert_equal "$stderr" 'rdma_file_receiver: --chunk: expected a number from 1 to 1073741824, got "2g"'
     run -2 --separate-stderr "$recv" -ld /tmp/x
