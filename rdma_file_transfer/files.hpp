@@ -5,6 +5,8 @@
  */
 #pragma once
 
+#include "protocol.hpp"
+
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/text.hpp>
 
@@ -171,6 +173,18 @@ inline std::string bad_name(const std::string &name)
     return {};
 }
 
+/** @brief Where the file goes: -o @p out itself, or, when it is a directory, @p name in it.
+ *  @throws Error when @p name cannot be a file name there (bad_name()) */
+inline std::string destination(const std::string &out, const std::string &name)
+{
+    struct stat st{};
+    if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+        return out;
+    if (const std::string why = bad_name(name); !why.empty())
+        throw Error("the name " + rdma_samples::quote(name) + " " + why, "send it with another --name");
+    return out + "/" + name;
+}
+
 /**
  * @brief The file being received: data goes to a temporary file in the destination's directory, and
  * only commit() gives it the final name. Anything else (an error, a lost peer) removes it.
@@ -278,6 +292,20 @@ inline std::map<std::string, std::string> load_keys(const std::string &path)
         keys[line.substr(0, sp)] = line.substr(sp + 1);
     }
     return keys;
+}
+
+/** @brief The answer to the sender's ID (workflow step 7): its key from --keys, a refusal of an ID
+ *  not there, or, without --keys (@p keys empty), the receipt @p receipt naming the ID. */
+inline ControlMessage answer_id(const std::map<std::string, std::string> &keys, const std::string &who,
+                                const std::string &receipt)
+{
+    if (keys.empty())
+        return make_message(MessageType::receipt, receipt + ", for " + who);
+    if (const auto key = keys.find(who); key != keys.end())
+        return make_message(MessageType::key, key->second);
+    return make_message(MessageType::refusal, "unknown ID " + rdma_samples::quote(who) +
+                                                  ": no key\nask the receiver's operator to add the ID to its --keys "
+                                                  "file; the file itself arrived intact");
 }
 
 /** @brief Bytes moved over time: a progress line on a terminal, one summary line at the end. */

@@ -14,6 +14,7 @@
  */
 #pragma once
 
+#include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 
 #include <endian.h>
@@ -139,6 +140,21 @@ inline const TestFault &test_fault()
         return f;
     }();
     return fault;
+}
+
+/** @brief A ring of @p slots x @p chunk bytes must fit the device: one memory region (max_mr_size)
+ *  and a receive queue of a receive per slot and 2 more (max_qp_wr). Throws UsageError with a hint. */
+inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev, std::uint32_t slots, std::uint32_t chunk)
+{
+    const std::string ring = "--slots " + std::to_string(slots);
+    if (std::uint64_t{slots} * chunk > attr.max_mr_size)
+        throw rdma_samples::UsageError(ring + " --chunk " + std::to_string(chunk) + ": " + dev +
+                                           " registers at most max_mr_size = " + std::to_string(attr.max_mr_size) + " bytes",
+                                       "lower --chunk or --slots (see ibv_devinfo -v)");
+    if (slots + 2 > static_cast<std::uint32_t>(attr.max_qp_wr))
+        throw rdma_samples::UsageError(ring + ": a receive per slot and 2 more exceed " + dev + "'s max_qp_wr = " +
+                                           std::to_string(attr.max_qp_wr),
+                                       "use --slots " + std::to_string(attr.max_qp_wr - 2) + " or fewer (see ibv_devinfo -v)");
 }
 
 /// @name wr_ids: what each completion belongs to

@@ -104,15 +104,8 @@ void run(const Args &args, const Options &opt)
     Device dev = open_device(args.device, args.gid_index);
     ibv_device_attr attr{};
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
+    check_ring_fits(attr, dev.name, opt.slots, opt.chunk); // max_mr_size, max_qp_wr
     const std::uint64_t ring_size = std::uint64_t{opt.slots} * opt.chunk;
-    if (ring_size > attr.max_mr_size)
-        throw UsageError("--slots " + std::to_string(opt.slots) + " --chunk " + std::to_string(opt.chunk) + ": " +
-                             dev.name + " registers at most max_mr_size = " + std::to_string(attr.max_mr_size) + " bytes",
-                         "lower --chunk or --slots (see ibv_devinfo -v)");
-    if (opt.slots + 2 > static_cast<std::uint32_t>(attr.max_qp_wr))
-        throw UsageError("--slots " + std::to_string(opt.slots) + ": a receive per slot and 2 more exceed " + dev.name +
-                             "'s max_qp_wr = " + std::to_string(attr.max_qp_wr),
-                         "use --slots " + std::to_string(attr.max_qp_wr - 2) + " or fewer (see ibv_devinfo -v)");
     const std::map<std::string, std::string> keys = opt.keys_file.empty() ? decltype(keys){} : load_keys(opt.keys_file);
     CmConnection listener = cm_listen(args.listen_port); // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
     info("listening on port %u; waiting up to %d s for the sender", args.listen_port, args.timeout_s);
@@ -184,15 +177,11 @@ void run(const Args &args, const Options &opt)
     step(3, "receive the offer, check the name and the destination, SEND the ring");
     ibv_wc wc = next_arrival(c, "the sender's offer");
     ControlMessage offer{};
-    std::string dest = opt.out;
+    std::string dest;
     std::optional<PartFile> file;
     try {
         offer = read_message(*recv_buf, wc.byte_len, "the sender");
-        if (struct stat st{}; stat(opt.out.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) { // -o DIR: the sender names it
-            if (const std::string why = bad_name(offer.text); !why.empty())
-                throw Error("the name " + quote(offer.text) + " " + why, "send it with another --name");
-            dest = opt.out + "/" + offer.text;
-        }
+        dest = destination(opt.out, offer.text); // -o DIR: the sender's name, checked
         file.emplace(dest, opt.force);
     } catch (const Error &e) {
         refuse(e);
@@ -255,18 +244,10 @@ void run(const Args &args, const Options &opt)
     step(6, "receive the sender's ID; SEND its key (step 7), or a receipt without --keys");
     wc = next_arrival(c, "the sender's ID");
     const std::string who = read_message(*recv_buf, wc.byte_len, "the sender").text;
-    if (keys.empty()) {
-        send(make_message(MessageType::receipt, "received " + std::to_string(received) + " bytes, sha256 " +
-                                                    hex(verdict.digest) + ", for " + who));
-        result("Sent a receipt to %s", quote(who).c_str());
-    } else if (const auto key = keys.find(who); key != keys.end()) {
-        send(make_message(MessageType::key, key->second));
-        result("Sent the key of %s", quote(who).c_str());
-    } else {
-        send(make_message(MessageType::refusal, "unknown ID " + quote(who) + ": no key\nask the receiver's operator "
-                                                "to add the ID to its --keys file; the file itself arrived intact"));
-        result("Refused unknown ID %s (not in %s); the file is kept", quote(who).c_str(), opt.keys_file.c_str());
-    }
+    const std::string receipt = "received " + std::to_string(received) + " bytes, sha256 " + hex(verdict.digest);
+    send(answer_id(keys, who, receipt)); // a key, a receipt, or a refusal of an unknown ID
+    const char *how = keys.empty() ? "a receipt" : keys.count(who) > 0 ? "its key" : "a refusal (unknown ID)";
+    result("Answered %s with %s", quote(who).c_str(), how);
 
     step(7, "wait for the sender to disconnect");
     // The sender disconnects once it has our answer: its DREQ proves the last SEND arrived, whether or

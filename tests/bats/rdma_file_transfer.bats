@@ -76,7 +76,7 @@ assert_copied() {
     assert_success
     cmp "$IN/f" "$OUT/copy"
     assert_line 'Key from receiver: "s3cret-b"'
-    assert_peer_line 'Sent the key of "bob"'
+    assert_peer_line 'Answered "bob" with its key'
     assert_peer_line "$(sha256sum "$OUT/copy")"
 }
 
@@ -87,7 +87,7 @@ assert_copied() {
     assert_line 'sender: step 7 failed: the receiver refused: unknown ID "mallory": no key'
     assert_line "hint: ask the receiver's operator to add the ID to its --keys file; the file itself arrived intact"
     assert_equal "$peer_status" 0
-    assert_peer_line --partial 'Refused unknown ID "mallory"'
+    assert_peer_line 'Answered "mallory" with a refusal (unknown ID)'
     cmp "$IN/f" "$OUT/f"
 }
 
