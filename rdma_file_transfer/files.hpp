@@ -321,7 +321,7 @@ public:
         drawn_ = clock::now();
         const double s = seconds(), rate = s > 0 ? static_cast<double>(done) / s : 0;
         const double left = rate > 0 ? static_cast<double>(total_ - done) / rate : 0;
-        std::printf("\r%s %llu of %llu bytes, %3.0f%%, %.1f MB/s, %.0f s left ", verb_,
+        std::printf("\r\033[K%s %llu of %llu bytes, %3.0f%%, %.1f MB/s, %.0f s left ", verb_,
                     static_cast<unsigned long long>(done), static_cast<unsigned long long>(total_),
                     total_ > 0 ? 100.0 * static_cast<double>(done) / static_cast<double>(total_) : 100.0, rate / 1e6,
                     left);
@@ -331,7 +331,7 @@ public:
     void finish()
     {
         const double s = seconds();
-        std::printf("%s%s %llu bytes in %.2f s, %.1f MB/s\n", tty_ ? "\r" : "", verb_,
+        std::printf("%s%s %llu bytes in %.2f s, %.1f MB/s\n", tty_ ? "\r\033[K" : "", verb_,
                     static_cast<unsigned long long>(total_), s, s > 0 ? static_cast<double>(total_) / s / 1e6 : 0.0);
     }
 

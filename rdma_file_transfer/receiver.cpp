@@ -45,6 +45,15 @@ struct Connection {
     int sends = 0; ///< our SENDs not yet completed
 };
 
+/** A second sender while we serve one: refuse its request (it sees REJECTED), forget its cm_id. */
+void turn_away(CmEventPtr ev)
+{
+    rdma_cm_id *other = ev->id;
+    check_rc(rdma_reject(other, nullptr, 0), "rdma_reject");
+    ev.reset(); // acknowledge the event before destroying its id
+    rdma_destroy_id(other);
+}
+
 /** The next completion, sleeping on the completion channel while there is none (bounded by -t). */
 ibv_wc next_completion(Connection &c, const std::string &what)
 {
@@ -68,10 +77,12 @@ ibv_wc next_completion(Connection &c, const std::string &what)
         if (fds[1].revents & POLLIN) {
             rdma_cm_event *ev = nullptr;
             check_rc(rdma_get_cm_event(c.cm_channel, &ev), "rdma_get_cm_event");
-            const CmEventPtr event(ev);
+            CmEventPtr event(ev);
             if (event->event == RDMA_CM_EVENT_DISCONNECTED)
                 throw Error("the sender went away (RDMA_CM_EVENT_DISCONNECTED) while we waited for " + what,
                             "the sender's output says why; a file not yet verified (step 5) is not kept");
+            if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST)
+                turn_away(std::move(event));
         }
         if (fds[0].revents & POLLIN) {
             ibv_cq *ev_cq = nullptr;
@@ -89,11 +100,14 @@ ibv_wc next_arrival(Connection &c, const std::string &what)
 {
     for (;;) {
         const ibv_wc wc = next_completion(c, what);
-        check_wc(wc, wc.wr_id == send_wr_id ? IBV_WC_SEND : wc.status == IBV_WC_SUCCESS ? wc.opcode : IBV_WC_RECV,
-                 wc.wr_id == send_wr_id ? "our SEND" : "a receive");
-        if (wc.wr_id != send_wr_id)
-            return wc;
-        --c.sends;
+        if (wc.wr_id == send_wr_id) { // our SEND (a message or a credit) was acknowledged
+            check_wc(wc, IBV_WC_SEND, "our SEND");
+            --c.sends;
+            continue;
+        }
+        if (wc.status != IBV_WC_SUCCESS) // (a receive's opcode is known only once it succeeded)
+            check_wc(wc, IBV_WC_RECV, "a receive");
+        return wc;
     }
 }
 
@@ -130,8 +144,8 @@ void run(const Args &args, const Options &opt)
             break; // the sender's RTU: connected
         if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
             throw Error("RDMA CM: " + cm_event_name(ev->event) + " before the connection was up", "check the sender's output");
-        if (id) { // one sender at a time: a second one is turned away (it sees REJECTED)
-            check_rc(rdma_reject(ev->id, nullptr, 0), "rdma_reject");
+        if (id) { // one sender at a time
+            turn_away(std::move(ev));
             continue;
         }
         id.reset(ev->id); // the request's new cm_id is this connection's

@@ -178,9 +178,10 @@ void run(const Args &args, const Options &opt)
         const std::uint32_t slot = static_cast<std::uint32_t>(k % slots);
         wait_until(c, "the credit of slot " + std::to_string(slot), [&] { return c.credit[slot]; });
         char *local = chunks.data() + std::size_t{slot} * ring.chunk;
-        const std::size_t len = read_at(src.fd.get(), local, std::min<std::uint64_t>(ring.chunk, src.size - offset), offset);
-        if (len == 0)
-            break; // the file shrank: the digests below say so
+        const std::size_t want = std::min<std::uint64_t>(ring.chunk, src.size - offset);
+        const std::size_t len = read_at(src.fd.get(), local, want, offset);
+        if (len != want)
+            break; // the file shrank: the check below says so
         again.update(local, len);
         if (k == 0 && test_fault().corrupt)
             local[0] = static_cast<char>(local[0] ^ 1); // test only: damage the data after hashing it

@@ -34,7 +34,7 @@ pair() {
         cm_req_args=(-s "one message per connection") ;;
     bench) resp=rdma_bench/rdma_bench_responder req=rdma_bench/rdma_bench_requester ;;
     file_transfer) resp=rdma_file_transfer/rdma_file_receiver req=rdma_file_transfer/rdma_file_sender exports=0
-        cm_only=1 resp_args=(-o /tmp/rdma_file_transfer.copy --force --chunk 4096) req_args=(/etc/os-release) ;;
+        cm_only=1 resp_args=(-o /tmp/rdma_file_transfer.copy --force --chunk 4096 --slots 2) req_args=(/etc/services) ;;
     *) return 1 ;;
     esac
     [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")
