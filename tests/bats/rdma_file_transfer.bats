@@ -266,3 +266,16 @@ killed_midway() {
     assert_regex "$stderr" "rdma_file_receiver: --slots 16777216: a receive per slot and 2 more exceed [a-z0-9_]+'s max_qp_wr = [0-9]+"
     assert_regex "$stderr" "hint: use --slots [0-9]+ or fewer \(see ibv_devinfo -v\)"
 }
+
+@test "rdma_file_transfer: a second sender while one is served is turned away; the first finishes" {
+    random_file f $((8 * CHUNK))
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
+    wait_for_line receiver "listening on port"
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
+    wait_for_line receiver "step 4:"
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/f"
+    assert_line --regexp "^sender: step 2 failed: .*RDMA_CM_EVENT_REJECTED"
+    wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    cmp "$IN/f" "$OUT/f"
+}
