@@ -76,7 +76,8 @@ template <typename Ready> void wait_until(Connection &c, const std::string &what
         if (wc.wc_flags & IBV_WC_WITH_IMM) { // a credit: zero bytes, the slot in the immediate value
             const std::uint32_t slot = be32toh(wc.imm_data);
             if (slot >= c.credit.size())
-                throw Error("the receiver returned slot " + std::to_string(slot) + ", not one we use", "");
+                throw Error("the receiver returned slot " + std::to_string(slot) + ", not one we use",
+                            "the receiver does not follow the protocol");
             c.credit[slot] = true;
         } else {
             c.message = read_message(*c.recv_buf, wc.byte_len, "the receiver");
@@ -98,7 +99,8 @@ ControlMessage expect_message(Connection &c, MessageType type, const std::string
     const ControlMessage m = *c.message;
     c.message.reset();
     if (m.type != static_cast<std::uint16_t>(type))
-        throw Error("the receiver sent message type " + std::to_string(m.type) + " instead of " + what, "");
+        throw Error("the receiver sent message type " + std::to_string(m.type) + " instead of " + what,
+                    "the receiver does not follow the protocol");
     return m;
 }
 
@@ -250,9 +252,17 @@ int main(int argc, char **argv)
                      .operand_help = "the file to send (a regular file)",
                      .operand = [&](const std::string &v) { opt.file = v; }};
     spec.extra.push_back({"id", "NAME", "who we are, for the receiver's --keys (step 6)", "anonymous",
-                          [&](const std::string &v) { opt.id = v; }});
+                          [&](const std::string &v) {
+                              if (v.empty() || v.size() > 255 || v.find_first_of(" \n\r\t") != std::string::npos)
+                                  throw UsageError("--id: 1 to 255 bytes without blanks, got " + quote(v));
+                              opt.id = v;
+                          }});
     spec.extra.push_back({"name", "NAME", "the name to store the file under, when the receiver's -o is a directory",
-                          "FILE's last component", [&](const std::string &v) { opt.name = v; }});
+                          "FILE's last component", [&](const std::string &v) {
+                              if (v.size() >= max_text) // (the receiver judges the name itself: NAME_MAX, /, ..)
+                                  throw UsageError("--name: at most " + std::to_string(max_text - 1) + " bytes");
+                              opt.name = v;
+                          }});
     return run_sample(spec, argc, argv, [&](const Args &args) {
         if (opt.name.empty())
             opt.name = opt.file.substr(opt.file.rfind('/') + 1);
