@@ -9,6 +9,7 @@
  * See sender.cpp for the other side.
  */
 #include "files.hpp"
+#include "options.hpp"
 #include "protocol.hpp"
 
 #include <rdma_samples/args.hpp>
@@ -26,15 +27,6 @@ using namespace rdma_samples;
 using namespace file_transfer;
 
 namespace {
-
-/** What main() reads from the command line besides the common flags. */
-struct Options {
-    std::string out = ".";      ///< -o PATH|DIR
-    std::string keys_file;      ///< --keys
-    bool force = false;         ///< --force
-    std::uint32_t slots = 4;    ///< --slots
-    std::uint32_t chunk = 1 << 20; ///< --chunk
-};
 
 /** What the waits need: the CQ and its channel, the CM's channel, -t. */
 struct Connection {
@@ -111,7 +103,7 @@ ibv_wc next_arrival(Connection &c, const std::string &what)
     }
 }
 
-void run(const Args &args, const Options &opt)
+void run(const Args &args, const ReceiverOptions &opt)
 {
     step(1, "open the device, check a ring of %u x %u bytes against its limits, listen on port %u", opt.slots,
          opt.chunk, args.listen_port);
@@ -275,23 +267,6 @@ void run(const Args &args, const Options &opt)
 
 int main(int argc, char **argv)
 {
-    Options opt;
-    ProgramSpec spec{.name = "rdma_file_receiver",
-                     .role = "receiver",
-                     .summary = "Receive one file from rdma_file_sender into a ring of slots, verify its SHA-256, keep it.",
-                     .resource_descriptor = false,
-                     .rdma_cm = true,
-                     .descriptor_files = false};
-    spec.extra = {
-        {"output", "PATH|DIR", "where to store the file; a directory: under the name the sender gives", ".",
-         [&](const std::string &v) { opt.out = v; }, "o"},
-        {"keys", "FILE", "one \"ID KEY\" per line: the key to send each sender ID (step 7)", "none: send a receipt",
-         [&](const std::string &v) { opt.keys_file = v; }},
-        {"force", "", "replace an existing file", "off", [&](const std::string &) { opt.force = true; }},
-        {"slots", "N", "slots in the ring: chunks the sender may have in flight", "4",
-         [&](const std::string &v) { opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24)); }},
-        {"chunk", "BYTES", "bytes per slot (one RDMA WRITE)", "1048576",
-         [&](const std::string &v) { opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, 1U << 30)); }},
-    };
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+    ReceiverOptions opt;
+    return run_sample(receiver_spec(opt), argc, argv, [&](const Args &args) { run(args, opt); });
 }

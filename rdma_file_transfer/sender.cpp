@@ -9,6 +9,7 @@
  * Memory is the ring's size, whatever the file's size. See receiver.cpp for the other side.
  */
 #include "files.hpp"
+#include "options.hpp"
 #include "protocol.hpp"
 
 #include <rdma_samples/args.hpp>
@@ -26,13 +27,6 @@ using namespace rdma_samples;
 using namespace file_transfer;
 
 namespace {
-
-/** What main() reads from the command line besides the common flags. */
-struct Options {
-    std::string file;              ///< FILE
-    std::string id = "anonymous";  ///< --id
-    std::string name;              ///< --name (default: FILE's last component)
-};
 
 /** The most chunks we keep in flight: one receive each for their credits (our receive queue's size). */
 constexpr std::uint32_t max_window = 1024;
@@ -104,7 +98,7 @@ ControlMessage expect_message(Connection &c, MessageType type, const std::string
     return m;
 }
 
-void run(const Args &args, const Options &opt)
+void run(const Args &args, const SenderOptions &opt)
 {
     step(1, "open %s and compute its SHA-256: the digest goes out before the data", quote(opt.file).c_str());
     Source src = open_source(opt.file);
@@ -241,31 +235,6 @@ void run(const Args &args, const Options &opt)
 
 int main(int argc, char **argv)
 {
-    Options opt;
-    ProgramSpec spec{.name = "rdma_file_sender",
-                     .role = "sender",
-                     .summary = "Send FILE to rdma_file_receiver over RDMA WRITEs into its ring, verified with SHA-256.",
-                     .resource_descriptor = false,
-                     .rdma_cm = true,
-                     .descriptor_files = false,
-                     .operand_name = "FILE",
-                     .operand_help = "the file to send (a regular file)",
-                     .operand = [&](const std::string &v) { opt.file = v; }};
-    spec.extra.push_back({"id", "NAME", "who we are, for the receiver's --keys (step 6)", "anonymous",
-                          [&](const std::string &v) {
-                              if (v.empty() || v.size() > 255 || v.find_first_of(" \n\r\t") != std::string::npos)
-                                  throw UsageError("--id: 1 to 255 bytes without blanks, got " + quote(v));
-                              opt.id = v;
-                          }});
-    spec.extra.push_back({"name", "NAME", "the name to store the file under, when the receiver's -o is a directory",
-                          "FILE's last component", [&](const std::string &v) {
-                              if (v.size() >= max_text) // (the receiver judges the name itself: NAME_MAX, /, ..)
-                                  throw UsageError("--name: at most " + std::to_string(max_text - 1) + " bytes");
-                              opt.name = v;
-                          }});
-    return run_sample(spec, argc, argv, [&](const Args &args) {
-        if (opt.name.empty())
-            opt.name = opt.file.substr(opt.file.rfind('/') + 1);
-        run(args, opt);
-    });
+    SenderOptions opt;
+    return run_sample(sender_spec(opt), argc, argv, [&](const Args &args) { run(args, opt); });
 }
