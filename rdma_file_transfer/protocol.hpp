@@ -16,6 +16,7 @@
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
 
 #include <endian.h>
 #include <rdma/rdma_cma.h>
@@ -157,6 +158,24 @@ inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev,
                                        "use --slots " + std::to_string(attr.max_qp_wr - 2) + " or fewer (see ibv_devinfo -v)");
 }
 
+/** @brief librdmacm's own context of @p dev (rdma_get_devices()): every cm_id on that device has it as
+ *  id->verbs, so a PD or CQ made on it serves every connection attempt. @param dev the device -d opened
+ *  @return the context (librdmacm's, never closed by us) */
+inline ibv_context *cm_context(const rdma_samples::Device &dev)
+{
+    int n = 0;
+    ibv_context **list = rdma_samples::check(rdma_get_devices(&n), "rdma_get_devices");
+    ibv_context *found = nullptr;
+    for (int i = 0; i < n; ++i)
+        if (dev.name == ibv_get_device_name(list[i]->device))
+            found = list[i];
+    rdma_free_devices(list); // the list, not the contexts: librdmacm keeps those
+    if (found == nullptr)
+        throw rdma_samples::Error("librdmacm does not know " + dev.name,
+                                  "check rdma link show: is the device bound to a network interface?");
+    return found;
+}
+
 /// @name wr_ids: what each completion belongs to
 /// @{
 inline constexpr std::uint64_t recv_wr_id = 1;  ///< every receive (they complete in the order posted)
@@ -168,14 +187,15 @@ inline constexpr std::uint64_t write_wr_id = 3; ///< every RDMA WRITE with immed
 struct CmQp {
     rdma_cm_id *id = nullptr; ///< the cm_id that owns the QP (id->qp)
     CmQp() = default;
-    /** @param owner the cm_id whose QP this is */
-    explicit CmQp(rdma_cm_id *owner) : id(owner) {}
     CmQp(const CmQp &) = delete;
     CmQp &operator=(const CmQp &) = delete;
-    ~CmQp()
+    ~CmQp() { reset(nullptr); }
+    /** @brief Destroy the QP held so far (if any), then hold @p owner's. @param owner a cm_id with a QP, or nullptr */
+    void reset(rdma_cm_id *owner)
     {
         if (id != nullptr)
             rdma_destroy_qp(id);
+        id = owner;
     }
 };
 

@@ -153,7 +153,7 @@ void run(const Args &args, const ReceiverOptions &opt)
         init.cap = {.max_send_wr = depth, .max_recv_wr = opt.slots + 2, .max_send_sge = 1, .max_recv_sge = 1,
                     .max_inline_data = 0};
         check_rc(rdma_create_qp(id.get(), pd.get(), &init), "rdma_create_qp");
-        qp.id = id.get();
+        qp.reset(id.get());
         // The ring: the sender WRITEs into it (remote write; local write, which remote write requires).
         ring_mr.reset(check(ibv_reg_mr(pd.get(), ring.data(), ring.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
                             "ibv_reg_mr(ring)"));

@@ -108,37 +108,60 @@ void run(const Args &args, const SenderOptions &opt)
 
     step(2, "connect to %s port %u with RDMA CM; rdma_create_qp() makes the QP", args.server_addr->c_str(),
          args.listen_port);
-    //! [connect]
-    EventChannelPtr channel = create_event_channel();
-    rdma_cm_id *raw_id = nullptr;
-    check_rc(rdma_create_id(channel.get(), &raw_id, nullptr, RDMA_PS_TCP), "rdma_create_id");
-    CmIdPtr id(raw_id);
     SockAddr dst = parse_server_addr(*args.server_addr, args.server_addr_type, args.listen_port);
     const std::string peer = addr_to_string(dst.get());
-    check_rc(rdma_resolve_addr(id.get(), nullptr, dst.get(), args.timeout_s * 1000), "rdma_resolve_addr");
-    expect_cm_event(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, args.timeout_s, "the receiver's address", peer);
-    check_cm_device(id.get(), dev); // the device that reaches ADDR must be the one -d names
-    check_rc(rdma_resolve_route(id.get(), args.timeout_s * 1000), "rdma_resolve_route");
-    expect_cm_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, args.timeout_s, "a route to the receiver", peer);
-    // Everything lives on the CM's device context (id->verbs): rdma_create_qp() insists.
-    PdPtr pd(check(ibv_alloc_pd(id->verbs), "ibv_alloc_pd"));
+    // Everything lives on librdmacm's own context of our device (rdma_create_qp() insists on it).
+    ibv_context *verbs = cm_context(dev);
+    PdPtr pd(check(ibv_alloc_pd(verbs), "ibv_alloc_pd"));
     const std::uint32_t depth = 2 * max_window + 4; // WRITEs and credits in flight, and the messages
-    CqPtr cq(check(ibv_create_cq(id->verbs, static_cast<int>(2 * depth), nullptr, nullptr, 0), "ibv_create_cq"));
-    ibv_qp_init_attr init{};
-    init.send_cq = cq.get();
-    init.recv_cq = cq.get();
-    init.qp_type = IBV_QPT_RC;
-    init.cap = {.max_send_wr = depth, .max_recv_wr = max_window + 2, .max_send_sge = 1, .max_recv_sge = 1,
-                .max_inline_data = 0};
-    check_rc(rdma_create_qp(id.get(), pd.get(), &init), "rdma_create_qp"); // librdmacm moves it INIT..RTS
-    const CmQp qp(id.get());
     Buffer messages(2 * sizeof(ControlMessage)); // [0] receives, [1] sends
     auto *recv_buf = reinterpret_cast<ControlMessage *>(messages.data());
     MrPtr msg_mr(check(ibv_reg_mr(pd.get(), messages.data(), messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-    post_receives(id->qp, max_window + 2, recv_buf, msg_mr->lkey); // before the receiver can SEND
-    rdma_conn_param param = cm_conn_param(id->qp);
-    check_rc(rdma_connect(id.get(), &param), "rdma_connect");
-    expect_cm_event(channel.get(), RDMA_CM_EVENT_ESTABLISHED, args.timeout_s, "the receiver to accept", peer);
+    EventChannelPtr channel = create_event_channel();
+    CmIdPtr id;
+    CqPtr cq;
+    CmQp qp;
+    //! [connect]
+    for (const Deadline deadline(args.timeout_s);;) { // like a TCP client: again while nobody listens
+        rdma_cm_id *raw_id = nullptr;
+        check_rc(rdma_create_id(channel.get(), &raw_id, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        id.reset(raw_id);
+        check_rc(rdma_resolve_addr(id.get(), nullptr, dst.get(), args.timeout_s * 1000), "rdma_resolve_addr");
+        expect_cm_event(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, args.timeout_s, "the receiver's address", peer);
+        check_cm_device(id.get(), dev); // the device that reaches ADDR must be the one -d names
+        check_rc(rdma_resolve_route(id.get(), args.timeout_s * 1000), "rdma_resolve_route");
+        expect_cm_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, args.timeout_s, "a route to the receiver", peer);
+        // A CQ per try: the QP of a try that failed may leave flushed receives in its CQ.
+        cq.reset(check(ibv_create_cq(verbs, static_cast<int>(2 * depth), nullptr, nullptr, 0), "ibv_create_cq"));
+        ibv_qp_init_attr init{};
+        init.send_cq = cq.get();
+        init.recv_cq = cq.get();
+        init.qp_type = IBV_QPT_RC;
+        init.cap = {.max_send_wr = depth, .max_recv_wr = max_window + 2, .max_send_sge = 1, .max_recv_sge = 1,
+                    .max_inline_data = 0};
+        check_rc(rdma_create_qp(id.get(), pd.get(), &init), "rdma_create_qp"); // librdmacm moves it INIT..RTS
+        qp.reset(id.get());
+        post_receives(id->qp, max_window + 2, recv_buf, msg_mr->lkey); // before the receiver can SEND
+        rdma_conn_param param = cm_conn_param(id->qp);
+        check_rc(rdma_connect(id.get(), &param), "rdma_connect");
+        if (!cm_event_ready(channel.get(), deadline.left_ms()))
+            throw timeout_error(args.timeout_s, "the receiver to accept", "is rdma_file_receiver running on " + peer + "?");
+        rdma_cm_event *raw_ev = nullptr;
+        check_rc(rdma_get_cm_event(channel.get(), &raw_ev), "rdma_get_cm_event");
+        CmEventPtr ev(raw_ev);
+        if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
+            break; // librdmacm took our QP to RTR and RTS and sent the RTU
+        const bool nobody_listens = ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 8; // IB CM reason 8
+        if (!nobody_listens)
+            throw Error("RDMA CM: " + cm_event_name(ev->event) + " (status " + std::to_string(ev->status) +
+                            ") from " + peer, "is rdma_file_receiver there, with the same -lp, serving nobody else?");
+        if (deadline.left_ms() < 200)
+            throw Error("nobody listens on " + peer + " (RDMA_CM_EVENT_REJECTED, status 8)",
+                        "start rdma_file_receiver there (with the same -lp), or raise -t");
+        ev.reset();
+        qp.reset(nullptr); // rdma_destroy_qp(), then a new cm_id for the next try
+        std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    }
     //! [connect]
     Connection c{id.get(), cq.get(), recv_buf, msg_mr->lkey, args.timeout_s, {}, {}, 0};
     auto send = [&](const ControlMessage &m) {

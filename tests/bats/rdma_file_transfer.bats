@@ -279,3 +279,22 @@ killed_midway() {
     wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
     cmp "$IN/f" "$OUT/f"
 }
+
+@test "rdma_file_transfer: a sender started before its receiver tries again until it listens" {
+    random_file f 5000
+    start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
+    sleep 1.5
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT"
+    wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    cmp "$IN/f" "$OUT/f"
+}
+
+@test "rdma_file_transfer: nobody listening: the sender gives up after -t and says so" {
+    random_file f 10
+    local start=$SECONDS
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 2 "$IN/f"
+    assert_line "sender: step 2 failed: nobody listens on $CM_ADDR port $PORT (RDMA_CM_EVENT_REJECTED, status 8)"
+    assert_line "hint: start rdma_file_receiver there (with the same -lp), or raise -t"
+    [ $((SECONDS - start)) -le 6 ] || fail "took $((SECONDS - start)) s with -t 2"
+}
