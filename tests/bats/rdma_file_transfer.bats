@@ -274,7 +274,7 @@ killed_midway() {
     RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
     wait_for_line receiver "step 4:"
     run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/f"
-    assert_line --regexp "^sender: step 2 failed: .*RDMA_CM_EVENT_REJECTED"
+    assert_line --regexp "^sender: step 2 failed: RDMA CM: RDMA_CM_EVENT_REJECTED \(status 28\) from "
     wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
     wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
     cmp "$IN/f" "$OUT/f"
