@@ -10,10 +10,12 @@
 #   resp_args, req_args  what each side is given besides the connection flags
 #   cm_clients           how many requester processes an RDMA CM server with these args takes
 #   cm_req_args          what each of those is given (an RDMA CM client makes one connection)
+#   cm_only              1 for a pair that connects with RDMA CM only (file_transfer): it is not in
+#                        pair_samples, which the tools run with descriptor files too
 pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn ud bench)
 
 pair() {
-    exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=()
+    exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=() cm_only=0
     case "$1" in
     write) resp=rdma_write/rdma_write_responder req=rdma_write/rdma_write_requester
         req_args=(-w "Hello from the requester!") ;;
@@ -32,6 +34,8 @@ pair() {
         cm_req_args=(-s "one message per connection") ;;
     ud) resp=rdma_ud/rdma_ud_receive req=rdma_ud/rdma_ud_send exports=0 req_args=(-s "a numbered datagram") ;;
     bench) resp=rdma_bench/rdma_bench_responder req=rdma_bench/rdma_bench_requester ;;
+    file_transfer) resp=rdma_file_transfer/rdma_file_receiver req=rdma_file_transfer/rdma_file_sender exports=0
+        cm_only=1 resp_args=(-o /tmp/rdma_file_transfer.copy --force --chunk 4096 --slots 2) req_args=(/etc/services) ;;
     *) return 1 ;;
     esac
     [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")
@@ -52,7 +56,8 @@ json_strings() {
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     set -euo pipefail
     pair "${1:?usage: tests/pairs.bash SAMPLE}" || exit 1
-    printf '{"resp": "%s", "req": "%s", "exports": %s, "cm_clients": %s, ' "$resp" "$req" "$exports" "$cm_clients"
+    printf '{"resp": "%s", "req": "%s", "exports": %s, "cm_clients": %s, "cm_only": %s, ' "$resp" "$req" "$exports" \
+        "$cm_clients" "$cm_only"
     printf '"resp_args": %s, "req_args": %s, "cm_req_args": %s}\n' "$(json_strings "${resp_args[@]}")" \
         "$(json_strings "${req_args[@]}")" "$(json_strings "${cm_req_args[@]}")"
 fi

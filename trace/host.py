@@ -86,6 +86,9 @@ def scenario(d, build, args):
     p = pair(sample)
     if p is None:
         usage_error(f"unknown sample '{sample}' (see ./lab trace --help)")
+    if p.get("cm_only") and (kill or spoil):
+        usage_error(f"{sample} connects with RDMA CM only: --kill-responder and --spoil-rkey need descriptor files")
+    cm = cm or bool(p.get("cm_only"))  # (file_transfer: RDMA CM only, with or without --cm)
     if cm and kill:
         usage_error("--kill-responder works with descriptor files, not --cm")
     if cm and spoil:

@@ -30,7 +30,7 @@ class Prepare(unittest.TestCase):
         # A build folder with the programs trace checks for (only that they exist and run).
         self.build = os.path.join(self.tmp.name, "build")
         for program in ("rdma_write/rdma_write_requester", "rdma_send_receive/rdma_send",
-                        "rdma_multi_conn/rdma_multi_conn_send"):
+                        "rdma_multi_conn/rdma_multi_conn_send", "rdma_file_transfer/rdma_file_sender"):
             path = os.path.join(self.build, program)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as f:
@@ -66,6 +66,14 @@ class Prepare(unittest.TestCase):
         q = command(os.path.join(self.out, "1", "requester.cmd"))
         self.assertEqual(q[:4], ["bash", "-c", 'for ((i = 0; i < $0; i++)); do "$@" || exit; done', "2"])
         self.assertEqual(q[-2:], ["-s", "one message per connection"])
+
+    def test_a_pair_that_connects_with_rdma_cm_only_gets_its_cm_flow_without_cm(self):
+        done = run("prepare", self.out, self.build, "--", "file_transfer")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        q = command(os.path.join(self.out, "1", "requester.cmd"))
+        self.assertEqual(q[1:4], ["-cm", "-sa", "10.77.0.1"])
+        self.assertEqual(q[-1], "/etc/services")
+        self.assertTrue(os.path.exists(os.path.join(self.out, "1", "cm")))
 
     def test_bad_scenarios_are_usage_errors(self):
         for args, message in [

@@ -26,14 +26,20 @@ std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
     std::vector<CommonFlag> f = {
         {"d", "device", "NAME", "RDMA device name", "first device with an active port"},
         {"g", "gid-index", "INDEX", "GID index", "best GID: RoCE v2 with an IPv4 address"},
-        {"ld", "local-descriptor-path", "PATH", "where this side writes its connection descriptor", default_local_descriptor_path},
-        {"re", "remote-descriptor-path", "PATH", "where this side reads the peer's connection descriptor", default_remote_descriptor_path},
     };
+    if (spec.descriptor_files) {
+        f.push_back({"ld", "local-descriptor-path", "PATH", "where this side writes its connection descriptor", default_local_descriptor_path});
+        f.push_back({"re", "remote-descriptor-path", "PATH", "where this side reads the peer's connection descriptor",
+                     default_remote_descriptor_path});
+    }
     if (spec.resource_descriptor)
         f.push_back({"m", "remote-resource-descriptor-path", "PATH", "mmap or sync-event descriptor (also --mmap-descriptor-path)",
                      default_resource_descriptor_path});
     if (spec.rdma_cm) {
-        f.push_back({"cm", "use-rdma-cm", nullptr, "connect with RDMA CM instead of descriptor files", "off"});
+        if (spec.descriptor_files)
+            f.push_back({"cm", "use-rdma-cm", nullptr, "connect with RDMA CM instead of descriptor files", "off"});
+        else // accepted, so that the tools can start every pair's RDMA CM flow the same way
+            f.push_back({"cm", "use-rdma-cm", nullptr, "always on: this program connects with RDMA CM only", "on"});
         f.push_back({"lp", "listen-port", "PORT", "RDMA CM port", std::to_string(default_cm_port)});
         f.push_back({"sa", "server-addr", "ADDR", "RDMA CM server address; given = client, absent = server", "none"});
         f.push_back({"sat", "server-addr-type", "TYPE", "how to read -sa: ipv4, ipv6 or gid", "ipv4"});
@@ -125,11 +131,18 @@ std::uint64_t parse_number(const std::string &flag, const std::string &text, std
 Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
 {
     Args a;
+    a.use_cm = !spec.descriptor_files; // an RDMA CM program only: no -cm to give
     const auto flags = common_flags(spec);
+    bool have_operand = false;
     for (int i = 1; i < argc; ++i) {
         std::string tok = argv[i];
         std::string value;
         bool has_inline_value = false;
+        if (spec.operand && !have_operand && (tok.empty() || tok[0] != '-' || tok == "-")) {
+            spec.operand(tok);
+            have_operand = true;
+            continue;
+        }
         if (tok.rfind("--", 0) == 0) {
             if (auto eq = tok.find('='); eq != std::string::npos) {
                 value = tok.substr(eq + 1);
@@ -152,7 +165,7 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
         const ExtraFlag *extra = nullptr;
         if (common == nullptr)
             for (const auto &f : spec.extra)
-                if (is_long && name == f.long_name)
+                if ((is_long && name == f.long_name) || (!is_long && !f.short_name.empty() && name == f.short_name))
                     extra = &f;
         if (common == nullptr && extra == nullptr)
             throw UsageError("unknown flag " + quote(tok) + " (see --help)");
@@ -172,6 +185,8 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
     }
     if (a.help)
         return a;
+    if (spec.operand && !have_operand)
+        throw UsageError("missing " + spec.operand_name + " (see --help)");
     if (a.server_addr && !a.use_cm)
         throw UsageError("-sa/--server-addr needs -cm/--use-rdma-cm");
     if (spec.multi_conn && a.use_cm && a.server_addr && a.num_connections > 1)
@@ -181,10 +196,11 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
     if (spec.rdma_cm && !spec.multi_conn && a.use_cm) {
         // A pair's roles are fixed: the requester (or sender) connects, the responder (or receiver) listens.
         const bool client = spec.role == "requester" || spec.role == "sender";
+        const std::string cm = spec.descriptor_files ? "-cm: " : ""; // (an RDMA CM program only has no -cm)
         if (client && !a.server_addr)
-            throw UsageError("-cm: the " + spec.role + " connects to the other side; give its address with -sa ADDR");
+            throw UsageError(cm + "the " + spec.role + " connects to the other side; give its address with -sa ADDR");
         if (!client && a.server_addr)
-            throw UsageError("-cm: the " + spec.role + " listens and takes no -sa; give -sa " + *a.server_addr +
+            throw UsageError(cm + "the " + spec.role + " listens and takes no -sa; give -sa " + *a.server_addr +
                              " to the side that connects");
     }
     if (!a.use_cm && a.local_descriptor_path == a.remote_descriptor_path)
@@ -196,7 +212,11 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
 std::string usage(const ProgramSpec &spec)
 {
     std::ostringstream o;
-    o << "Usage: " << spec.name << " [flags]\n" << spec.summary << "\n\nFlags:\n";
+    o << "Usage: " << spec.name << " [flags]" << (spec.operand ? " " + spec.operand_name : "") << "\n"
+      << spec.summary << "\n\n";
+    if (spec.operand)
+        o << "  " << spec.operand_name << ": " << spec.operand_help << "\n\n";
+    o << "Flags:\n";
     auto line = [&](const std::string &names, const std::string &help, const std::string &def) {
         o << "  " << names;
         for (std::size_t n = names.size(); n < 44; ++n)
@@ -216,7 +236,7 @@ std::string usage(const ProgramSpec &spec)
         line(names, help, f.default_text);
     }
     for (const auto &f : spec.extra)
-        line("--" + f.long_name + (f.value_name.empty() ? "" : " " + f.value_name), f.help, f.default_text);
+        line((f.short_name.empty() ? "" : "-" + f.short_name + ", ") + "--" + f.long_name + (f.value_name.empty() ? "" : " " + f.value_name), f.help, f.default_text);
     return o.str();
 }
 

@@ -24,11 +24,6 @@ namespace rdma_samples {
 inline constexpr int rej_invalid_service_id = 8;
 
 
-/**
- * @brief rdma_create_event_channel(), its fd made non-blocking so waits can be bounded.
- * @return the channel
- */
-EventChannelPtr create_event_channel();
 
 /**
  * @brief Wait for the next CM event on @p ch until @p deadline.
@@ -38,18 +33,6 @@ EventChannelPtr create_event_channel();
  */
 CmEventPtr next_cm_event(rdma_event_channel *ch, const Deadline &deadline);
 
-/**
- * @brief Wait (bounded by @p timeout_s) for event @p expected on @p ch; any failure event becomes an
- * Error whose message names it and @p what, with a hint that names @p peer (ADDR port P).
- * @param ch        the event channel
- * @param expected  e.g. RDMA_CM_EVENT_ADDR_RESOLVED
- * @param timeout_s the bound (-t)
- * @param what      what is waited for, e.g. "the server to accept"
- * @param peer      addr_to_string() of the other side, for hints
- * @return the event
- */
-CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, int timeout_s, const std::string &what,
-                           const std::string &peer);
 
 /**
  * @brief The Error (with hint) for an unexpected or failure event while waiting for @p what.

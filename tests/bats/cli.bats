@@ -28,6 +28,8 @@ programs() {
     assert_line rdma_multi_conn_receive
     assert_line rdma_ud_send
     assert_line rdma_ud_receive
+    assert_line rdma_file_sender
+    assert_line rdma_file_receiver
 }
 
 @test "--help exits 0 and lists every common flag with its default" {
@@ -35,12 +37,19 @@ programs() {
     for p in $(programs); do
         run -0 "$(prog "$p")" --help
         assert_line --partial "Usage: $p"
-        for flag in "-d, --device" "-g, --gid-index" "-ld, --local-descriptor-path" "-re, --remote-descriptor-path" \
-            "-t, --timeout SECONDS" "-v, --verbose" "-h, --help"; do
+        for flag in "-d, --device" "-g, --gid-index" "-t, --timeout SECONDS" "-v, --verbose" "-h, --help"; do
             assert_output --partial -- "$flag"
         done
         assert_output --partial "(default: 30)"
-        assert_output --partial "(default: /tmp/local_connection_desc_path.txt)"
+        case $p in
+        rdma_file_*) # RDMA CM only: no descriptor files
+            assert_output --partial -- "-lp, --listen-port PORT"
+            refute_output --partial -- "--local-descriptor-path" ;;
+        *)
+            assert_output --partial -- "-ld, --local-descriptor-path"
+            assert_output --partial -- "-re, --remote-descriptor-path"
+            assert_output --partial "(default: /tmp/local_connection_desc_path.txt)" ;;
+        esac
     done
 }
 
@@ -153,4 +162,24 @@ programs() {
     run "$trace" --help
     assert_success
     assert_line --partial "Usage: ./lab trace SAMPLE"
+}
+
+@test "rdma_file_transfer: FILE is required and taken once, the sender needs -sa, the ring's flags are checked" {
+    local send recv
+    send=$(prog rdma_file_sender)
+    recv=$(prog rdma_file_receiver)
+    run -2 --separate-stderr "$send" -sa 10.0.0.1
+    assert_equal "$stderr" "rdma_file_sender: missing FILE (see --help)"
+    run -2 --separate-stderr "$send" -sa 10.0.0.1 a b
+    assert_equal "$stderr" 'rdma_file_sender: unexpected argument "b" (flags start with -; see --help)'
+    run -2 --separate-stderr "$send" /etc/hostname
+    assert_equal "$stderr" "rdma_file_sender: the sender connects to the other side; give its address with -sa ADDR"
+    run -2 --separate-stderr "$recv" -sa 10.0.0.1
+    assert_equal "$stderr" "rdma_file_receiver: the receiver listens and takes no -sa; give -sa 10.0.0.1 to the side that connects"
+    run -2 --separate-stderr "$recv" --slots 0
+    assert_equal "$stderr" 'rdma_file_receiver: --slots: expected a number from 1 to 16777216, got "0"'
+    run -2 --separate-stderr "$recv" --chunk 2g
+    assert_equal "$stderr" 'rdma_file_receiver: --chunk: expected a number from 1 to 1073741824, got "2g"'
+    run -2 --separate-stderr "$recv" -ld /tmp/x
+    assert_equal "$stderr" 'rdma_file_receiver: unknown flag "-ld" (see --help)'
 }

@@ -236,3 +236,34 @@ TEST(Args, FuzzFindingsGiveOnePrintableLine)
     EXPECT_EQ(parse(spec_with('w'), {"-ld", "/tmp/donn\xc3\xa9" "es.desc"}).local_descriptor_path,
               "/tmp/donn\xc3\xa9" "es.desc");
 }
+
+TEST(Args, AnRdmaCmOnlyProgramHasNoDescriptorFlagsAndTakesOneOperand)
+{
+    ProgramSpec s = spec_with(0);
+    s.role = "sender";
+    s.descriptor_files = false;
+    std::string file;
+    s.operand_name = "FILE";
+    s.operand = [&](const std::string &v) { file = v; };
+    std::string out;
+    s.extra.push_back({"output", "PATH", "where", ".", [&](const std::string &v) { out = v; }, "o"});
+
+    const Args a = parse(s, {"-sa", "10.0.0.1", "/tmp/f", "-o", "x"});
+    EXPECT_TRUE(a.use_cm); // always on, without -cm
+    EXPECT_EQ(file, "/tmp/f");
+    EXPECT_EQ(out, "x");
+    EXPECT_TRUE(parse(s, {"-cm", "-sa", "10.0.0.1", "f"}).use_cm); // -cm is accepted and changes nothing
+    EXPECT_EQ(parse(s, {"-sa", "10.0.0.1", "--output", "y", "f"}).server_addr, "10.0.0.1");
+    EXPECT_EQ(out, "y");
+
+    EXPECT_THROW(parse(s, {"-sa", "10.0.0.1"}), UsageError);               // FILE missing
+    EXPECT_THROW(parse(s, {"-sa", "10.0.0.1", "a", "b"}), UsageError);     // two operands
+    EXPECT_THROW(parse(s, {"-sa", "10.0.0.1", "-ld", "/x", "f"}), UsageError); // no descriptor files
+    EXPECT_THROW(parse(s, {"f"}), UsageError);                              // a sender needs -sa
+    EXPECT_TRUE(parse(s, {"-h"}).help);                                     // --help needs no FILE
+
+    const std::string help = usage(s);
+    EXPECT_NE(help.find("Usage: prog [flags] FILE"), std::string::npos);
+    EXPECT_NE(help.find("-o, --output PATH"), std::string::npos);
+    EXPECT_EQ(help.find("--local-descriptor-path"), std::string::npos);
+}

@@ -61,6 +61,7 @@ struct ExtraFlag {
     std::string default_text{}; ///< shown in --help as "(default: ...)"; may be empty
     /** Called with the value (or "" for a switch); throws UsageError on a bad value. */
     std::function<void(const std::string &)> apply{};
+    std::string short_name{};  ///< without the dash, e.g. "o"; empty: the long name only
 };
 
 /** @brief Which flags a program takes, and how it describes itself in --help. */
@@ -73,7 +74,15 @@ struct ProgramSpec {
     bool resource_descriptor = true; ///< whether -m applies
     bool multi_conn = false; ///< whether -nc applies
     bool rdma_cm = false;    ///< whether -cm, -lp, -sa, -sat apply
+    /// whether -ld, -re and -cm apply; false: an RDMA CM program only (use_cm is always set)
+    bool descriptor_files = true;
     std::vector<ExtraFlag> extra{}; ///< program-specific flags
+    /// the one argument that is not a flag, e.g. "FILE" (empty: the program takes none)
+    std::string operand_name{};
+    /// one line for --help about the operand
+    std::string operand_help{};
+    /// called with the operand; throws UsageError on a bad one. The operand is required when set.
+    std::function<void(const std::string &)> operand{};
 };
 
 /** @brief A bad command line; main() prints it as one line (and its hint, if any) and exits 2. */

@@ -23,8 +23,9 @@
  * For the pairs, `-cm` is a few calls: the client posts a DescriptorReceive, calls cm_connect() and
  * waits for the descriptor; the server calls cm_accept() and send_descriptor(); both end with
  * cm_disconnect() (exchange.hpp wraps the first three for the lessons after rdma_write). A server for
- * many clients is cm_server.hpp; `-sa` is read by cm_address.hpp. The event waits and the QP
- * attributes are private to the library (common/src/cm_internal.hpp).
+ * many clients is cm_server.hpp; `-sa` is read by cm_address.hpp. rdma_file_transfer, whose QP
+ * librdmacm creates (rdma_create_qp()), calls the CM itself with create_event_channel() and
+ * expect_cm_event(); the rest of the event handling is private (common/src/cm_internal.hpp).
  */
 #pragma once
 
@@ -152,6 +153,25 @@ void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources = 0, int in
  * @return the parameters for rdma_connect() / rdma_accept()
  */
 rdma_conn_param cm_conn_param(const ibv_qp *qp, int responder_resources = 0, int initiator_depth = 0);
+
+/**
+ * @brief rdma_create_event_channel(), its fd made non-blocking so waits can be bounded.
+ * @return the channel
+ */
+EventChannelPtr create_event_channel();
+
+/**
+ * @brief Wait (bounded by @p timeout_s) for event @p expected on @p ch; any failure event becomes an
+ * Error whose message names it and @p what, with a hint that names @p peer (ADDR port P).
+ * @param ch        the event channel
+ * @param expected  e.g. RDMA_CM_EVENT_ADDR_RESOLVED
+ * @param timeout_s the bound (-t)
+ * @param what      what is waited for, e.g. "the server to accept"
+ * @param peer      addr_to_string() of the other side, for hints
+ * @return the event
+ */
+CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, int timeout_s, const std::string &what,
+                           const std::string &peer);
 
 /**
  * @brief Server side of `-cm`: bind @p port on every address, listen.

@@ -1,0 +1,93 @@
+/**
+ * @file options.hpp
+ * @brief rdma_file_transfer's own flags, besides the common ones (-lp, -sa, -sat, -d, -g, -t, -v):
+ * what each program's main() fills in before the lesson runs.
+ */
+#pragma once
+
+#include "protocol.hpp"
+
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/text.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace file_transfer {
+
+/** @brief The sender's flags. */
+struct SenderOptions {
+    std::string file;             ///< FILE
+    std::string id = "anonymous"; ///< --id
+    std::string name;             ///< --name (default: FILE's last component)
+};
+
+/** @brief The receiver's flags. */
+struct ReceiverOptions {
+    std::string out = ".";         ///< -o PATH|DIR
+    std::string keys_file;         ///< --keys
+    bool force = false;            ///< --force
+    std::uint32_t slots = 4;       ///< --slots
+    std::uint32_t chunk = 1 << 20; ///< --chunk
+};
+
+/** @brief A program that connects with RDMA CM only: no descriptor files, no resource descriptor.
+ *  @param name,role,summary as in ProgramSpec @return the spec, without its own flags yet */
+inline rdma_samples::ProgramSpec cm_only_spec(const char *name, const char *role, const char *summary)
+{
+    return {.name = name, .role = role, .summary = summary, .resource_descriptor = false, .rdma_cm = true,
+            .descriptor_files = false};
+}
+
+/** @brief rdma_file_sender's command line, filling @p opt. @return the spec for run_sample() */
+inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
+{
+    using rdma_samples::UsageError;
+    rdma_samples::ProgramSpec spec = cm_only_spec(
+        "rdma_file_sender", "sender", "Send FILE to rdma_file_receiver over RDMA WRITEs into its ring, verified with SHA-256.");
+    spec.operand_name = "FILE";
+    spec.operand_help = "the file to send (a regular file)";
+    spec.operand = [&opt](const std::string &v) {
+        opt.file = v;
+        if (opt.name.empty()) // (a --name given before FILE stays)
+            opt.name = v.substr(v.rfind('/') + 1);
+    };
+    spec.extra = {
+        {"id", "NAME", "who we are, for the receiver's --keys (step 6)", "anonymous",
+         [&opt](const std::string &v) {
+             if (v.empty() || v.size() > 255 || v.find_first_of(" \n\r\t") != std::string::npos)
+                 throw UsageError("--id: 1 to 255 bytes without blanks, got " + rdma_samples::quote(v));
+             opt.id = v;
+         }},
+        {"name", "NAME", "the name to store the file under, when the receiver's -o is a directory",
+         "FILE's last component", [&opt](const std::string &v) {
+             if (v.size() >= max_text) // (the receiver judges the name itself: NAME_MAX, /, ..)
+                 throw UsageError("--name: at most " + std::to_string(max_text - 1) + " bytes");
+             opt.name = v;
+         }},
+    };
+    return spec;
+}
+
+/** @brief rdma_file_receiver's command line, filling @p opt. @return the spec for run_sample() */
+inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
+{
+    using rdma_samples::parse_number;
+    rdma_samples::ProgramSpec spec = cm_only_spec(
+        "rdma_file_receiver", "receiver",
+        "Receive one file from rdma_file_sender into a ring of slots, verify its SHA-256, keep it.");
+    spec.extra = {
+        {"output", "PATH|DIR", "where to store the file; a directory: under the name the sender gives", ".",
+         [&opt](const std::string &v) { opt.out = v; }, "o"},
+        {"keys", "FILE", "one \"ID KEY\" per line: the key to send each sender ID (step 7)", "none: send a receipt",
+         [&opt](const std::string &v) { opt.keys_file = v; }},
+        {"force", "", "replace an existing file", "off", [&opt](const std::string &) { opt.force = true; }},
+        {"slots", "N", "slots in the ring: chunks the sender may have in flight", "4",
+         [&opt](const std::string &v) { opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24)); }},
+        {"chunk", "BYTES", "bytes per slot (one RDMA WRITE)", "1048576",
+         [&opt](const std::string &v) { opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, 1U << 30)); }},
+    };
+    return spec;
+}
+
+} // namespace file_transfer

@@ -1,0 +1,239 @@
+/**
+ * @file protocol.hpp
+ * @brief rdma_file_transfer's control protocol: one fixed-size message, versioned, in little-endian.
+ *
+ * Everything the two sides say to each other besides the file's bytes is a ControlMessage SENT into a
+ * receive the peer posted: the offer (length, digest, name), the ring (addr, rkey, chunk, slots), the
+ * verdict, the ID and the key. A message is always the same 456 bytes, so one receive buffer of that
+ * size fits any of them. Credits and "done" carry no bytes at all: they are zero-length SENDs whose
+ * immediate value says which slot (or that the last chunk is out).
+ *
+ * A message starts with a magic number and the protocol version. A peer that speaks another version
+ * is refused with a message it can still read: magic, version and type keep their place in every
+ * version to come.
+ */
+#pragma once
+
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+
+#include <endian.h>
+#include <rdma/rdma_cma.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+namespace file_transfer {
+
+inline constexpr std::uint32_t protocol_magic = 0x52444654; ///< "RDFT"
+inline constexpr std::uint16_t protocol_version = 1;        ///< what this build speaks
+inline constexpr std::size_t max_text = 384;                 ///< bytes of text a message carries (with its NUL)
+
+/** @brief What a ControlMessage says. */
+enum class MessageType : std::uint16_t {
+    offer = 1,   ///< sender: length, digest, name (workflow step 2)
+    ring = 2,    ///< receiver: addr, rkey, chunk, slots of the ring (step 3)
+    refusal = 3, ///< either side: why it stops (text); the connection ends
+    verdict = 4, ///< receiver: flags 1 = the digest matched (step 5), and the digest it computed
+    id = 5,      ///< sender: who it is (step 6)
+    key = 6,     ///< receiver: the secret key for that ID (step 7)
+    receipt = 7, ///< receiver without --keys: a receipt instead of a key (step 7)
+};
+
+/** @brief The immediate value of the zero-length SEND that says "the last chunk is out". */
+inline constexpr std::uint32_t done_imm = 0xFFFFFFFF;
+
+/** @brief The one message of the protocol, as it travels (packed; multi-byte fields little-endian). */
+struct [[gnu::packed]] ControlMessage {
+    std::uint32_t magic;    ///< protocol_magic
+    std::uint16_t version;  ///< protocol_version of the side that wrote it
+    std::uint16_t type;     ///< a MessageType
+    std::uint64_t length;   ///< offer: the file's size in bytes
+    std::uint64_t addr;     ///< ring: the ring's first byte in the receiver's memory
+    std::uint32_t rkey;     ///< ring: the key that lets our WRITEs in
+    std::uint32_t chunk;    ///< ring: bytes per slot
+    std::uint32_t slots;    ///< ring: how many slots
+    std::uint32_t flags;    ///< verdict: 1 when the digests matched
+    std::array<std::uint8_t, 32> digest; ///< offer, verdict: SHA-256
+    char text[max_text];    ///< offer: the file name; refusal: why; id; key; receipt
+};
+static_assert(sizeof(ControlMessage) == 456, "the wire format is fixed");
+
+/** @brief A message of @p type with @p text (cut to fit), in this build's version. */
+inline ControlMessage make_message(MessageType type, const std::string &text = {})
+{
+    ControlMessage m{};
+    m.magic = htole32(protocol_magic);
+    m.version = htole16(protocol_version);
+    m.type = htole16(static_cast<std::uint16_t>(type));
+    std::memcpy(m.text, text.data(), std::min(text.size(), max_text - 1));
+    return m;
+}
+
+/** @brief @p m with its numbers swapped between wire order (little-endian) and host order. The
+ *  swap is its own inverse, so it serves both ways; magic, version and type stay as they are. */
+inline ControlMessage swap_numbers(ControlMessage m)
+{
+    m.length = le64toh(m.length);
+    m.addr = le64toh(m.addr);
+    m.rkey = le32toh(m.rkey);
+    m.chunk = le32toh(m.chunk);
+    m.slots = le32toh(m.slots);
+    m.flags = le32toh(m.flags);
+    return m;
+}
+
+/** @brief The host's view of a message received in @p wire; throws unless it is ours and whole.
+ *  @param wire the bytes as received @param byte_len how many arrived (wc.byte_len)
+ *  @param from who sent it, for messages @return the message, fields in host order */
+inline ControlMessage read_message(const ControlMessage &wire, std::uint32_t byte_len, const std::string &from)
+{
+    ControlMessage m = swap_numbers(wire);
+    m.magic = le32toh(m.magic);
+    m.version = le16toh(m.version);
+    m.type = le16toh(m.type);
+    m.text[max_text - 1] = '\0';
+    if (byte_len < 8 || m.magic != protocol_magic)
+        throw rdma_samples::Error(from + " sent a message that is not rdma_file_transfer's (" +
+                                      std::to_string(byte_len) + " bytes)",
+                                  "is the peer rdma_file_sender / rdma_file_receiver, on the same -lp?");
+    if (m.version != protocol_version)
+        throw rdma_samples::Error(from + " speaks protocol version " + std::to_string(m.version) +
+                                      "; this program speaks version " + std::to_string(protocol_version),
+                                  "run the same release of rdma_file_sender and rdma_file_receiver on both sides");
+    if (byte_len != sizeof(ControlMessage))
+        throw rdma_samples::Error(from + " sent a " + std::to_string(byte_len) + "-byte message; version " +
+                                      std::to_string(protocol_version) + " messages are " +
+                                      std::to_string(sizeof(ControlMessage)),
+                                  "the peer is not a matching rdma_file_transfer program");
+    return m;
+}
+
+/**
+ * @brief Test-only fault injection, read once from RDMA_SAMPLES_TEST_FILE_FAULT; never set it in real
+ * use. "corrupt": the sender flips one byte of the first chunk after hashing it (the receiver's digest
+ * then differs); "version=N": the sender announces protocol version N; "pause=MS": the sender sleeps
+ * MS milliseconds after each chunk it posts (so a test can change the file or kill a side midway).
+ */
+struct TestFault {
+    bool corrupt = false;          ///< flip a byte of the first chunk
+    std::uint16_t version = protocol_version; ///< the version to announce
+    int pause_ms = 0;              ///< sleep after each chunk
+};
+
+/** @brief The test hook's setting (see TestFault), read at the first call. @return it */
+inline const TestFault &test_fault()
+{
+    static const TestFault fault = [] {
+        TestFault f;
+        const char *v = std::getenv("RDMA_SAMPLES_TEST_FILE_FAULT");
+        const std::string s = v != nullptr ? v : "";
+        if (s == "corrupt")
+            f.corrupt = true;
+        else if (s.rfind("version=", 0) == 0)
+            f.version = static_cast<std::uint16_t>(std::atoi(s.c_str() + 8));
+        else if (s.rfind("pause=", 0) == 0)
+            f.pause_ms = std::atoi(s.c_str() + 6);
+        return f;
+    }();
+    return fault;
+}
+
+/** @brief A ring of @p slots x @p chunk bytes must fit the device: one memory region (max_mr_size)
+ *  and a receive queue of a receive per slot and 2 more (max_qp_wr). Throws UsageError with a hint. */
+inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev, std::uint32_t slots, std::uint32_t chunk)
+{
+    const std::string ring = "--slots " + std::to_string(slots);
+    if (std::uint64_t{slots} * chunk > attr.max_mr_size)
+        throw rdma_samples::UsageError(ring + " --chunk " + std::to_string(chunk) + ": " + dev +
+                                           " registers at most max_mr_size = " + std::to_string(attr.max_mr_size) + " bytes",
+                                       "lower --chunk or --slots (see ibv_devinfo -v)");
+    if (slots + 2 > static_cast<std::uint32_t>(attr.max_qp_wr))
+        throw rdma_samples::UsageError(ring + ": a receive per slot and 2 more exceed " + dev + "'s max_qp_wr = " +
+                                           std::to_string(attr.max_qp_wr),
+                                       "use --slots " + std::to_string(attr.max_qp_wr - 2) + " or fewer (see ibv_devinfo -v)");
+}
+
+/** @brief librdmacm's own context of @p dev (rdma_get_devices()): every cm_id on that device has it as
+ *  id->verbs, so a PD or CQ made on it serves every connection attempt. @param dev the device -d opened
+ *  @return the context (librdmacm's, never closed by us) */
+inline ibv_context *cm_context(const rdma_samples::Device &dev)
+{
+    int n = 0;
+    ibv_context **list = rdma_samples::check(rdma_get_devices(&n), "rdma_get_devices");
+    ibv_context *found = nullptr;
+    for (int i = 0; i < n; ++i)
+        if (dev.name == ibv_get_device_name(list[i]->device))
+            found = list[i];
+    rdma_free_devices(list); // the list, not the contexts: librdmacm keeps those
+    if (found == nullptr)
+        throw rdma_samples::Error("librdmacm does not know " + dev.name,
+                                  "check rdma link show: is the device bound to a network interface?");
+    return found;
+}
+
+/// @name wr_ids: what each completion belongs to
+/// @{
+inline constexpr std::uint64_t recv_wr_id = 1;  ///< every receive (they complete in the order posted)
+inline constexpr std::uint64_t send_wr_id = 2;  ///< every SEND: a message, a credit, "done"
+inline constexpr std::uint64_t write_wr_id = 3; ///< every RDMA WRITE with immediate (sender)
+/// @}
+
+/** @brief The QP librdmacm made on a cm_id (rdma_create_qp()); rdma_destroy_qp() when it goes. */
+struct CmQp {
+    rdma_cm_id *id = nullptr; ///< the cm_id that owns the QP (id->qp)
+    CmQp() = default;
+    CmQp(const CmQp &) = delete;
+    CmQp &operator=(const CmQp &) = delete;
+    ~CmQp() { reset(nullptr); }
+    /** @brief Destroy the QP held so far (if any), then hold @p owner's. @param owner a cm_id with a QP, or nullptr */
+    void reset(rdma_cm_id *owner)
+    {
+        if (id != nullptr)
+            rdma_destroy_qp(id);
+        id = owner;
+    }
+};
+
+/** @brief Post @p n receives (wr_id recv_wr_id), all into the one message buffer @p msg: the protocol
+ *  has at most one message in flight each way, and credits carry no bytes. */
+inline void post_receives(ibv_qp *qp, std::uint32_t n, ControlMessage *msg, std::uint32_t lkey)
+{
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(msg), sizeof *msg, lkey};
+    for (std::uint32_t i = 0; i < n; ++i) {
+        ibv_recv_wr wr{};
+        wr.wr_id = recv_wr_id;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr *bad = nullptr;
+        rdma_samples::check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv");
+    }
+}
+
+/** @brief SEND: @p msg (put in wire order into @p buf, registered with @p lkey), or, with @p buf
+ *  nullptr, a zero-length SEND whose immediate value @p imm is the whole message (a credit, "done"). */
+inline void post_send(ibv_qp *qp, ControlMessage *buf, std::uint32_t lkey, const ControlMessage &msg,
+                      std::uint32_t imm = 0)
+{
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), sizeof *buf, lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = send_wr_id;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    if (buf != nullptr) {
+        *buf = swap_numbers(msg);
+        wr.opcode = IBV_WR_SEND;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+    } else {
+        wr.opcode = IBV_WR_SEND_WITH_IMM; // no bytes: the immediate value says it all
+        wr.imm_data = htobe32(imm);       // immediate data travels in network byte order
+    }
+    ibv_send_wr *bad = nullptr;
+    rdma_samples::check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND)");
+}
+
+} // namespace file_transfer

@@ -1,0 +1,300 @@
+#!/usr/bin/env bats
+# rdma_file_transfer: one file, sent in chunks into the receiver's ring and verified with SHA-256; every
+# size at the ring's edges, and each fault with its error and hint. RDMA CM only: run with run-bats --cm.
+# Chunks are small here (4 KiB) so that the edges are cheap and a file takes many trips round the ring.
+
+load test_helper/common
+
+CHUNK=4096
+SLOTS=4
+
+setup() {
+    require_rdma_device
+    require_cm_addr
+    SENDER=$(prog rdma_file_sender)
+    RECEIVER=$(prog rdma_file_receiver)
+    PORT=$((20000 + RANDOM % 20000))
+    IN=$BATS_TEST_TMPDIR/in
+    OUT=$BATS_TEST_TMPDIR/out
+    mkdir -p "$IN" "$OUT"
+}
+
+# transfer [RECEIVER_ARGS...] -- [SENDER_ARGS...] FILE: the receiver (ring of SLOTS x CHUNK, into $OUT
+# unless the args say otherwise) in the background, the sender under `run`.
+transfer() {
+    local rargs=()
+    while [ "$1" != -- ]; do
+        rargs+=("$1")
+        shift
+    done
+    shift
+    cm_pair "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK" "${rargs[@]}" -- \
+        "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$@"
+}
+
+# random_file NAME BYTES: a file of random bytes in $IN.
+random_file() { head -c "$2" /dev/urandom >"$IN/$1"; }
+
+# assert_copied NAME: both sides succeeded, the copy is byte for byte the original, and each side
+# printed the digest that sha256sum computes independently for its own file.
+assert_copied() {
+    assert_success
+    assert_equal "$peer_status" 0
+    cmp "$IN/$1" "$OUT/$1"
+    assert_line "$(sha256sum "$IN/$1")"
+    assert_peer_line "$(sha256sum "$OUT/$1")"
+    assert_line --partial "Receiver's digest matches: "
+    assert_line --index -1 "Sample finished successfully"
+    assert_peer_line --index -1 "Sample finished successfully"
+    assert_equal "$(ls -A "$OUT")" "$1" # no temporary file left beside it
+}
+
+@test "rdma_file_transfer: sizes 0, 1, chunk-1, chunk, chunk+1 and slots*chunk+1 arrive intact" {
+    local size
+    for size in 0 1 $((CHUNK - 1)) $CHUNK $((CHUNK + 1)) $((SLOTS * CHUNK + 1)); do
+        rm -rf "${OUT:?}"/*
+        random_file "f$size" "$size"
+        transfer -- "$IN/f$size"
+        assert_copied "f$size"
+        PORT=$((PORT + 1))
+    done
+}
+
+@test "rdma_file_transfer: a random 64 MiB file, 64 KiB chunks, 8 slots" {
+    CHUNK=65536 SLOTS=8
+    random_file big $((64 << 20))
+    transfer -- "$IN/big"
+    assert_copied big
+    assert_line --regexp '^sent 67108864 bytes in [0-9.]+ s, [0-9.]+ MB/s$'
+    assert_peer_line --regexp '^received 67108864 bytes in [0-9.]+ s, [0-9.]+ MB/s$'
+}
+
+@test "rdma_file_transfer: -o PATH names the copy; --id gets its key from --keys" {
+    random_file f 10000
+    printf '# id key\nalice s3cret-a\nbob s3cret-b\n' >"$BATS_TEST_TMPDIR/keys"
+    transfer --keys "$BATS_TEST_TMPDIR/keys" -o "$OUT/copy" -- --id bob "$IN/f"
+    assert_success
+    cmp "$IN/f" "$OUT/copy"
+    assert_line 'Key from receiver: "s3cret-b"'
+    assert_peer_line 'Answered "bob" with its key'
+    assert_peer_line "$(sha256sum "$OUT/copy")"
+}
+
+@test "rdma_file_transfer: an unknown ID is refused with a reason; the verified file is kept" {
+    random_file f 5000
+    printf 'alice s3cret-a\n' >"$BATS_TEST_TMPDIR/keys"
+    RUN_FLAGS=-1 transfer --keys "$BATS_TEST_TMPDIR/keys" -- --id mallory "$IN/f"
+    assert_line 'sender: step 7 failed: the receiver refused: unknown ID "mallory": no key'
+    assert_line "hint: ask the receiver's operator to add the ID to its --keys file; the file itself arrived intact"
+    assert_equal "$peer_status" 0
+    assert_peer_line 'Answered "mallory" with a refusal (unknown ID)'
+    cmp "$IN/f" "$OUT/f"
+}
+
+@test "rdma_file_transfer: without --keys the receiver answers with a receipt" {
+    random_file f 3
+    transfer -- --id carol "$IN/f"
+    assert_success
+    assert_line "Receipt from receiver: \"received 3 bytes, sha256 $(sha256sum <"$IN/f" | cut -d' ' -f1), for carol\""
+}
+
+# refused_name NAME REASON: the sender asks for NAME in the receiver's directory; both stop, nothing is kept.
+refused_name() {
+    random_file f 100
+    RUN_FLAGS=-1 transfer -- --name "$1" "$IN/f"
+    assert_line --partial "sender: step 4 failed: the receiver refused: the name "
+    assert_line --partial "$2"
+    assert_line "hint: send it with another --name"
+    assert_equal "$peer_status" 1
+    assert_peer_line --partial "receiver: step 3 failed: the name "
+    assert_equal "$(ls -A "$OUT")" ""
+}
+
+@test "rdma_file_transfer: a name with /, .., a control byte or over NAME_MAX is refused" {
+    refused_name "../escape" "contains /"
+    PORT=$((PORT + 1)) refused_name ".." "is empty, . or .."
+    PORT=$((PORT + 2)) refused_name $'bell\x07' "contains a control byte"
+    PORT=$((PORT + 3)) refused_name "$(printf 'n%.0s' {1..300})" "is 300 bytes, longer than NAME_MAX (255)"
+}
+
+@test "rdma_file_transfer: an existing destination is refused without --force and replaced with it" {
+    random_file f 2000
+    echo old >"$OUT/f"
+    RUN_FLAGS=-1 transfer -- "$IN/f"
+    assert_line --partial "the receiver refused: \"$OUT/f\" exists"
+    assert_line "hint: pass --force to replace it, or choose another -o"
+    assert_equal "$peer_status" 1
+    assert_equal "$(cat "$OUT/f")" old
+    PORT=$((PORT + 1)) transfer --force -- "$IN/f"
+    assert_copied f
+}
+
+@test "rdma_file_transfer: a destination directory that cannot be written is refused" {
+    random_file f 100
+    RUN_FLAGS=-1 transfer -o "$OUT/missing/f" -- "$IN/f"
+    assert_line --partial "the receiver refused: creating a file in \"$OUT/missing\": No such file or directory"
+    assert_line "hint: the receiver needs a directory it may write to; check -o and its permissions"
+    assert_equal "$peer_status" 1
+}
+
+@test "rdma_file_transfer: the disk fills midway: the receiver says why, both exit 1, nothing is left" {
+    mkdir "$OUT/small"
+    mount -t tmpfs -o size=64k tmpfs "$OUT/small" 2>/dev/null || skip "mounting a small tmpfs needs root (the VM runs as root)"
+    random_file f $((256 << 10))
+    RUN_FLAGS=-1 transfer -o "$OUT/small" -- "$IN/f"
+    assert_line --partial "No space left on device (errno 28)"
+    assert_line --partial "sender: step 5 failed: the receiver refused: write("
+    assert_line --partial "hint: free space on the receiver's disk"
+    assert_equal "$peer_status" 1
+    assert_equal "$(ls -A "$OUT/small")" ""
+    umount "$OUT/small"
+}
+
+@test "rdma_file_transfer: the source is missing, a directory or a FIFO" {
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/missing"
+    assert_line 'sender: step 1 failed: open("'"$IN"'/missing"): No such file or directory (errno 2)'
+    assert_line "hint: check the path of the file to send"
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN"
+    assert_line "sender: step 1 failed: \"$IN\" is a directory"
+    assert_line "hint: send one file; pack a directory first (tar)"
+    mkfifo "$IN/fifo"
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/fifo"
+    assert_line "sender: step 1 failed: \"$IN/fifo\" is not a regular file (a FIFO, socket or device)"
+    assert_line "hint: the length and digest go out before the data (step 2): copy it into a regular file first"
+}
+
+@test "rdma_file_transfer: an unreadable source is refused" {
+    [ "$(id -u)" != 0 ] || skip "root reads any file"
+    random_file f 10
+    chmod 000 "$IN/f"
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/f"
+    assert_line 'sender: step 1 failed: open("'"$IN"'/f"): Permission denied (errno 13)'
+    assert_line "hint: the sender needs read permission on the file (ls -l)"
+}
+
+@test "rdma_file_transfer: a corrupted chunk (test hook) fails the digest; nothing is kept" {
+    random_file f 20000
+    RDMA_SAMPLES_TEST_FILE_FAULT=corrupt RUN_FLAGS=-1 transfer -- "$IN/f"
+    assert_line --partial "sender: step 6 failed: the receiver computed "
+    assert_line "hint: nothing was kept on the receiver; send the file again"
+    assert_equal "$peer_status" 1
+    assert_peer_line --partial "receiver: step 5 failed: the data's SHA-256 is "
+    assert_peer_line "hint: the data was damaged on the way, or the file changed while it was sent; nothing was kept"
+    assert_equal "$(ls -A "$OUT")" ""
+}
+
+@test "rdma_file_transfer: a sender that speaks another protocol version is refused" {
+    random_file f 100
+    RDMA_SAMPLES_TEST_FILE_FAULT=version=2 RUN_FLAGS=-1 transfer -- "$IN/f"
+    assert_line "sender: step 4 failed: the receiver refused: the sender speaks protocol version 2; this program speaks version 1"
+    assert_line "hint: run the same release of rdma_file_sender and rdma_file_receiver on both sides"
+    assert_equal "$peer_status" 1
+    assert_peer_line "receiver: step 3 failed: the sender speaks protocol version 2; this program speaks version 1"
+}
+
+@test "rdma_file_transfer: a file that changes while it is sent is reported as such" {
+    random_file f $((8 * CHUNK))
+    ( # once chunks flow (the receiver is at step 4), change the file's last bytes, not yet sent
+        wait_for_line responder "step 4:"
+        sleep 0.3
+        printf 'changed' | dd of="$IN/f" bs=1 seek=$((8 * CHUNK - 10)) conv=notrunc 2>/dev/null
+    ) 3>&- &
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 RUN_FLAGS=-1 transfer -- "$IN/f"
+    assert_line "sender: step 5 failed: \"$IN/f\" changed while it was being sent (its size or digest differs from step 1)"
+    assert_line "hint: send a file nobody is writing to (a copy or a snapshot)"
+    assert_equal "$peer_status" 1
+    assert_peer_line "receiver: step 4 failed: the sender stopped: the file changed while it was being sent"
+    assert_equal "$(ls -A "$OUT")" ""
+}
+
+# start_side NAME CMD...: CMD in the background (no timeout wrapper: $! is the program, for kill -9).
+start_side() {
+    local name=$1
+    shift
+    "$@" >"$BATS_TEST_TMPDIR/$name.out" 2>&1 3>&- &
+    echo $! >"$BATS_TEST_TMPDIR/$name.pid"
+}
+
+# wait_for_line NAME TEXT: until NAME's output holds TEXT (at most 30 s).
+wait_for_line() {
+    local _
+    for _ in $(seq 300); do
+        grep -qF -- "$2" "$BATS_TEST_TMPDIR/$1.out" && return 0
+        sleep 0.1
+    done
+    return 1
+}
+
+# killed_midway VICTIM: start both sides (8 chunks, a pause after each), kill VICTIM once chunks flow;
+# the survivor's exit status and output in $peer_status, $peer_output.
+killed_midway() {
+    random_file f $((8 * CHUNK))
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 8 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
+    wait_for_line receiver "listening on port"
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=500 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 8 "$IN/f"
+    wait_for_line receiver "step 4:"
+    sleep 0.5
+    kill -9 "$(cat "$BATS_TEST_TMPDIR/$1.pid")"
+    local survivor=sender start=$SECONDS
+    [ "$1" = sender ] && survivor=receiver
+    peer_status=0
+    wait "$(cat "$BATS_TEST_TMPDIR/$survivor.pid")" || peer_status=$?
+    peer_output=$(cat "$BATS_TEST_TMPDIR/$survivor.out")
+    [ $((SECONDS - start)) -le 12 ] || fail "the $survivor took $((SECONDS - start)) s to notice (-t 8)"
+    wait "$(cat "$BATS_TEST_TMPDIR/$1.pid")" || true
+}
+
+@test "rdma_file_transfer: the sender killed midway: the receiver explains and keeps nothing" {
+    killed_midway sender
+    assert_equal "$peer_status" 1
+    assert_peer_line --regexp "^receiver: step 4 failed: (the sender went away \(RDMA_CM_EVENT_DISCONNECTED\)|timed out)"
+    assert_peer_line --partial "hint: "
+    assert_equal "$(ls -A "$OUT")" ""
+}
+
+@test "rdma_file_transfer: the receiver killed midway: the sender explains within -t" {
+    killed_midway receiver
+    assert_equal "$peer_status" 1
+    assert_peer_line --regexp "^sender: step 5 failed: (the receiver went away|.*IBV_WC_RETRY_EXC_ERR|timed out)"
+    assert_peer_line --partial "hint: "
+    assert_equal "$(ls -A "$OUT")" "" # the receiver's file had no name yet (O_TMPFILE)
+}
+
+@test "rdma_file_transfer: a ring beyond the device's max_qp_wr is refused with a hint" {
+    # (Soft-RoCE allows 2^20 work requests per queue; NICs allow fewer)
+    run -2 --separate-stderr "$RECEIVER" -lp "$PORT" -t 5 --slots 16777216 --chunk 1
+    assert_regex "$stderr" "rdma_file_receiver: --slots 16777216: a receive per slot and 2 more exceed [a-z0-9_]+'s max_qp_wr = [0-9]+"
+    assert_regex "$stderr" "hint: use --slots [0-9]+ or fewer \(see ibv_devinfo -v\)"
+}
+
+@test "rdma_file_transfer: a second sender while one is served is turned away; the first finishes" {
+    random_file f $((8 * CHUNK))
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
+    wait_for_line receiver "listening on port"
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
+    wait_for_line receiver "step 4:"
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/f"
+    assert_line --regexp "^sender: step 2 failed: RDMA CM: RDMA_CM_EVENT_REJECTED \(status 28\) from "
+    wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    cmp "$IN/f" "$OUT/f"
+}
+
+@test "rdma_file_transfer: a sender started before its receiver tries again until it listens" {
+    random_file f 5000
+    start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
+    sleep 1.5
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT"
+    wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    cmp "$IN/f" "$OUT/f"
+}
+
+@test "rdma_file_transfer: nobody listening: the sender gives up after -t and says so" {
+    random_file f 10
+    local start=$SECONDS
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 2 "$IN/f"
+    assert_line "sender: step 2 failed: nobody listens on $CM_ADDR port $PORT (RDMA_CM_EVENT_REJECTED, status 8)"
+    assert_line "hint: start rdma_file_receiver there (with the same -lp), or raise -t"
+    [ $((SECONDS - start)) -le 6 ] || fail "took $((SECONDS - start)) s with -t 2"
+}
