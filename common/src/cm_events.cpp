@@ -36,9 +36,7 @@ CmEventPtr next_cm_event(rdma_event_channel *ch, const Deadline &deadline)
             fail_errno("rdma_get_cm_event", errno);
         if (deadline.expired())
             return nullptr;
-        pollfd pfd{ch->fd, POLLIN, 0};
-        if (poll(&pfd, 1, deadline.left_ms()) < 0 && errno != EINTR)
-            fail_errno("poll(CM event channel)", errno);
+        cm_event_ready(ch, deadline.left_ms());
     }
 }
 

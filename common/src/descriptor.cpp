@@ -20,13 +20,6 @@ constexpr const char *connection_header = "# rdma-samples connection descriptor"
 constexpr const char *resource_header = "# rdma-samples resource descriptor";
 constexpr const char *ud_header = "# rdma-samples UD descriptor";
 
-std::string hex(std::uint64_t v, int width)
-{
-    char b[32];
-    std::snprintf(b, sizeof b, "0x%0*llx", width, static_cast<unsigned long long>(v));
-    return b;
-}
-
 /** The key=value lines of a descriptor, with the line number of each, and strict value readers. */
 class Fields {
 public:

@@ -14,17 +14,6 @@
 
 namespace rdma_samples {
 
-namespace {
-
-std::string hex16(std::uint64_t v)
-{
-    char b[32];
-    std::snprintf(b, sizeof b, "0x%016llx", static_cast<unsigned long long>(v));
-    return b;
-}
-
-} // namespace
-
 std::string read_descriptor_text(const std::string &path, bool &exists)
 {
     // Whatever sits at the path, this returns at once and reads at most max_descriptor_size + 1 bytes:
@@ -121,8 +110,8 @@ template <typename D, typename Parse> D wait_for(const WaitFor &w, Parse parse)
                 if (w.answering && d.peer_nonce != w.answering) {
                     if (reported_stale != text) {
                         info("ignoring %s: it answers another run (peer_nonce %s, ours %s); waiting for a fresh one",
-                             w.path.c_str(), d.peer_nonce ? hex16(*d.peer_nonce).c_str() : "none",
-                             hex16(*w.answering).c_str());
+                             w.path.c_str(), d.peer_nonce ? hex(*d.peer_nonce, 16).c_str() : "none",
+                             hex(*w.answering, 16).c_str());
                         reported_stale = text;
                     }
                 } else {

@@ -61,4 +61,11 @@ std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase 
     return v;
 }
 
+std::string hex(std::uint64_t v, int width)
+{
+    char b[32];
+    std::snprintf(b, sizeof b, "0x%0*llx", width, static_cast<unsigned long long>(v));
+    return b;
+}
+
 } // namespace rdma_samples

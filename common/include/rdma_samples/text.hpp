@@ -40,4 +40,12 @@ enum class NumberBase {
  */
 std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase base, std::uint64_t max = UINT64_MAX);
 
+/**
+ * @brief A number as hex for a message or a descriptor: "0x" and at least @p width digits.
+ * @param v     the number
+ * @param width the fewest digits (zero-padded), e.g. 16 for a nonce
+ * @return e.g. "0x00000000000000ff"
+ */
+std::string hex(std::uint64_t v, int width = 0);
+
 } // namespace rdma_samples
