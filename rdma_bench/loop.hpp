@@ -123,7 +123,7 @@ inline void post_chain(Loop &loop, std::uint32_t n, std::uint32_t size, std::uin
     }
     ibv_send_wr *bad = nullptr;
     // Build the error's text only on an error: a std::string per post (malloc, to_string, free) cost
-    // ~800 instructions per operation, more than librxe's whole post (callgrind; chapter 9a).
+    // ~800 instructions per operation, more than librxe's whole post (callgrind; chapter 10).
     if (const int rc = ibv_post_send(loop.qp, wr, &bad); rc != 0)
         rdma_samples::check_rc(rc, "ibv_post_send(" + std::to_string(n) + " work requests)");
     loop.sq.posted += n;

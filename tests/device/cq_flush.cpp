@@ -7,7 +7,7 @@
  * completion. A request that fails, or is flushed because its QP went to the error state, completes
  * with its status whether it was signaled or not (IBTA vol. 1, 10.7.3.1; rdma_rxe's rxe_comp.c posts a
  * CQE for every request whose status is not success). With selective signaling (one request in N, as
- * chapter 9a's bench does) a CQ sized for the signaled requests only is overrun by the first error.
+ * chapter 10's bench does) a CQ sized for the signaled requests only is overrun by the first error.
  *
  * The test, on one device: a QP with 16 send and 4 receive slots is connected to a second QP that stays
  * in INIT, so nothing it sends is ever acknowledged. It posts 4 receives and 16 RDMA WRITEs of which
