@@ -164,11 +164,19 @@ refused_name() {
 }
 
 @test "rdma_file_transfer: an unreadable source is refused" {
-    [ "$(id -u)" != 0 ] || skip "root reads any file"
-    random_file f 10
-    chmod 000 "$IN/f"
-    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/f"
-    assert_line 'sender: step 1 failed: open("'"$IN"'/f"): Permission denied (errno 13)'
+    # Root reads any file: in the VM (root), the sender runs as nobody (setpriv), on a file only root may
+    # read, in a folder nobody may enter and list.
+    local as_user=() dir=$IN
+    if [ "$(id -u)" = 0 ]; then
+        as_user=(setpriv --reuid=65534 --regid=65534 --clear-groups)
+        dir=$(mktemp -d /tmp/unreadable.XXXXXX)
+        chmod 755 "$dir"
+    fi
+    head -c 10 /dev/urandom >"$dir/f"
+    chmod 000 "$dir/f"
+    run -1 "${as_user[@]}" "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$dir/f"
+    [ "$dir" = "$IN" ] || rm -rf "$dir"
+    assert_line 'sender: step 1 failed: open("'"$dir"'/f"): Permission denied (errno 13)'
     assert_line "hint: the sender needs read permission on the file (ls -l)"
 }
 
