@@ -19,6 +19,7 @@ BENCH=$RDMA_SAMPLES_SOURCE/rdma_file_transfer/bench-copy
         assert_line --regexp "^$stage +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9] +2$"
     done
     assert_line --regexp '^copy / slowest stage \((write_bw|sha256|disk)\): [0-9]+\.[0-9]{2} \(medians; target 0\.80\)$'
+    assert_line --regexp '^copy / stages in series \(3 x sha256 \+ write_bw \+ disk = [0-9.]+ MiB/s\): [0-9]+\.[0-9]{2}$'
     assert_line --regexp '^file +sender max RSS +receiver max RSS$'
     assert_line --regexp '^64 KiB +[0-9.]+ MiB +[0-9.]+ MiB$'
     assert_line --regexp '^128 KiB +[0-9.]+ MiB +[0-9.]+ MiB$'
