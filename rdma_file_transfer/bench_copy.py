@@ -1,0 +1,167 @@
+#!/usr/bin/env python3
+"""rdma_file_transfer/bench_copy.py: the data of `./lab bench-copy` (bench-copy runs the programs).
+
+    bench_copy.py DIR     the table and the SVG plots of a run, from DIR/results.csv: writes
+                          DIR/table.txt, DIR/stages.svg and DIR/memory.svg; prints the table
+    bench_copy.py --start CSV
+                          start CSV (results.csv) with its header
+    bench_copy.py --add CSV STAGE RUN BYTES LOG [RECEIVER_LOG]
+                          add the line of one run: STAGE write_bw (LOG: ib_write_bw's output), sha256,
+                          disk, copy or memory (LOG.time: "elapsed_s max_rss_kB" from /usr/bin/time;
+                          copy and memory also need the sender's last line in LOG and the receiver's
+                          LOG.time); exit status 1 when a log holds no result
+
+Standard library only; the table's rows and the plotter are rdma_bench/report.py's.
+"""
+import csv
+import os
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rdma_bench"))
+from report import result_row, svg_chart  # noqa: E402  (perftest's result row; the SVG plotter)
+
+CSV_HEADER = "stage,run,bytes,seconds,MiBps,sender_rss_kB,receiver_rss_kB"
+STAGES = ["write_bw", "sha256", "disk", "copy"]
+MiB = 1 << 20
+
+
+def read(path):
+    with open(path, errors="replace") as f:
+        return f.read()
+
+
+def elapsed_rss(log):
+    """(elapsed seconds, max RSS kB) of a run, from LOG.time (/usr/bin/time -f '%e %M')."""
+    fields = read(log + ".time").split()
+    return float(fields[-2]), int(fields[-1])
+
+
+def csv_line(stage, run, size, log, receiver_log=None):
+    """The results.csv line of one run, or None when its logs hold no result."""
+    size = int(size)
+    sender_rss = receiver_rss = ""
+    if stage == "write_bw":
+        row = result_row(read(log))  # perftest: #bytes #iterations BW_peak BW_average MsgRate
+        if row is None or len(row) < 4:
+            return None
+        mibps = float(row[3])  # perftest's MB/sec is 2^20 bytes per second
+        seconds = size / MiB / mibps if mibps > 0 else 0.0
+    else:
+        if stage in ("copy", "memory"):
+            lines = read(log).rstrip("\n").splitlines()
+            if not lines or lines[-1] != "Sample finished successfully":
+                return None
+        seconds, rss = elapsed_rss(log)
+        seconds = max(seconds, 0.01)  # (/usr/bin/time counts in hundredths)
+        mibps = size / MiB / seconds
+        if stage in ("copy", "memory"):
+            sender_rss, receiver_rss = rss, elapsed_rss(receiver_log)[1]
+    return f"{stage},{run},{size},{seconds:.3f},{mibps:.2f},{sender_rss},{receiver_rss}"
+
+
+def add_run(csv_path, stage, run, size, log, receiver_log=None):
+    try:
+        line = csv_line(stage, run, size, log, receiver_log)
+    except (OSError, ValueError, IndexError):
+        line = None
+    if line is None:
+        print(f"bench-copy: no result in {log}:", file=sys.stderr)
+        if os.path.exists(log):
+            sys.stderr.write("".join(read(log).splitlines(keepends=True)[-5:]))
+        return 1
+    with open(csv_path, "a") as f:
+        f.write(line + "\n")
+    return 0
+
+
+def human(size):
+    for unit, n in (("GiB", 1 << 30), ("MiB", MiB), ("KiB", 1024)):
+        if size >= n and size % n == 0:
+            return f"{size // n} {unit}"
+    return f"{size} B"
+
+
+def stage_stats(rows):
+    """stage -> (min, median, max, runs) of MiB/s."""
+    out = {}
+    for stage in STAGES:
+        vals = [float(r["MiBps"]) for r in rows if r["stage"] == stage]
+        if vals:
+            out[stage] = (min(vals), statistics.median(vals), max(vals), len(vals))
+    return out
+
+
+def table(rows):
+    stats = stage_stats(rows)
+    hdr = f"{'stage':<10}{'MiB/s min':>11}{'median':>10}{'max':>10}{'runs':>6}"
+    lines = [hdr, "-" * len(hdr)]
+    for stage, (lo, med, hi, n) in stats.items():
+        lines.append(f"{stage:<10}{lo:>11.1f}{med:>10.1f}{hi:>10.1f}{n:>6}")
+    alone = {s: v for s, v in stats.items() if s != "copy"}
+    if "copy" in stats and alone:
+        slowest = min(alone, key=lambda s: alone[s][1])
+        ratio = stats["copy"][1] / alone[slowest][1]
+        lines.append(f"copy / slowest stage ({slowest}): {ratio:.2f} (medians; target 0.80)")
+    if all(s in stats for s in STAGES):
+        # The copy's work, one stage after the other: the sender hashes the file twice (its digest goes
+        # out before the data; the bytes as they leave), rxe moves it, the receiver writes and hashes it.
+        per_mib = 3 / stats["sha256"][1] + 1 / stats["write_bw"][1] + 1 / stats["disk"][1]
+        lines.append(f"copy / stages in series (3 x sha256 + write_bw + disk = {1 / per_mib:.1f} MiB/s): "
+                     f"{stats['copy'][1] * per_mib:.2f}")
+    memory = [r for r in rows if r["stage"] == "memory"]
+    if memory:
+        lines += ["", f"{'file':<10}{'sender max RSS':>16}{'receiver max RSS':>18}"]
+        for r in sorted(memory, key=lambda r: int(r["bytes"])):
+            lines.append(f"{human(int(r['bytes'])):<10}{int(r['sender_rss_kB']) / 1024:>12.1f} MiB"
+                         f"{int(r['receiver_rss_kB']) / 1024:>14.1f} MiB")
+    return lines, stats, memory
+
+
+def plots(outdir, stats, memory):
+    written = []
+    names = [s for s in STAGES if s in stats]
+    if names:
+        series = [(label, [(i, stats[s][k]) for i, s in enumerate(names)])
+                  for label, k in (("median", 1), ("min", 0), ("max", 2))]
+        svg_chart(os.path.join(outdir, "stages.svg"), "Each stage alone, and the whole copy", "stage", "MiB/s",
+                  series, categorical=names)
+        written.append("stages.svg")
+    if memory:
+        memory = sorted(memory, key=lambda r: int(r["bytes"]))
+        sizes = [human(int(r["bytes"])) for r in memory]
+        series = [(side, [(i, int(r[f"{side}_rss_kB"]) / 1024) for i, r in enumerate(memory)])
+                  for side in ("sender", "receiver")]
+        svg_chart(os.path.join(outdir, "memory.svg"), "Peak memory (max RSS) by file size", "file size",
+                  "max RSS, MiB", series, categorical=sizes)
+        written.append("memory.svg")
+    return written
+
+
+def main():
+    if sys.argv[1:2] == ["--start"] and len(sys.argv) == 3:
+        with open(sys.argv[2], "w") as f:
+            f.write(CSV_HEADER + "\n")
+        return 0
+    if sys.argv[1:2] == ["--add"] and len(sys.argv) in (7, 8):
+        return add_run(*sys.argv[2:])
+    if len(sys.argv) != 2:
+        print("usage: bench_copy.py DIR (with DIR/results.csv)", file=sys.stderr)
+        return 2
+    outdir = sys.argv[1]
+    with open(os.path.join(outdir, "results.csv"), newline="") as f:
+        rows = list(csv.DictReader(f))
+    lines, stats, memory = table(rows)
+    setup_path = os.path.join(outdir, "setup.txt")
+    setup = read(setup_path).rstrip("\n") + "\n" if os.path.exists(setup_path) else ""
+    text = setup + "\n".join(lines) + "\n"
+    with open(os.path.join(outdir, "table.txt"), "w") as f:
+        f.write(text)
+    written = plots(outdir, stats, memory)
+    print(text, end="")
+    print(f"\nwrote {outdir}/results.csv (every run), table.txt and the plots {', '.join(written)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
