@@ -350,18 +350,20 @@ ft_files() {
     echo "# 64 MiB across the two hosts: $(grep '^sent 67108864 ' <<<"$output")" >&3
 }
 
-@test "two hosts: 1% and 5% packet loss both ways: rdma_file_transfer copies 2 MiB, the digests match" {
+# Chunks of 4 KiB, 4 packets each at path MTU 1024: with 64 KiB chunks (64 packets a WRITE) one run at
+# 5% loss (2 MiB) ended in IBV_WC_RETRY_EXC_ERR on the sender after 49 s.
+@test "two hosts: 1% and 5% packet loss both ways: rdma_file_transfer copies 1 MiB, the digests match" {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
     # The VMs see this test's folders under /tmp only when one is the current directory (tests/vm/vm).
     mkdir -p "$BATS_TEST_TMPDIR/src"
     cd "$BATS_TEST_TMPDIR/src"
-    head -c $((2 << 20)) /dev/urandom >random.bin
+    head -c $((1 << 20)) /dev/urandom >random.bin
     local n spec
     n=0
     for spec in 'loss 1%' 'loss 5%'; do
         n=$((n + 1))
-        echo "file_transfer --netem '$spec' --timeout 60 --responder '-o $TRACE/$n/share/copy --chunk 65536 --slots 4' -- $PWD/random.bin"
+        echo "file_transfer --netem '$spec' --timeout 60 --responder '-o $TRACE/$n/share/copy --chunk 4096 --slots 4' -- $PWD/random.bin"
     done >"$BATS_TEST_TMPDIR/batch"
     run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
