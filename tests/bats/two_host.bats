@@ -348,15 +348,18 @@ $(cat "$TRACE/$n/$side.out")"
     assert_equal "$(ls -A "$TRACE/2/share")" ""
 }
 
+# (Descriptor files only: with -cm the lookup's request or reply may be lost too, and the sample then
+# ends at -t before any datagram; chapter 12 says so.)
 @test "two hosts: rdma_ud over a link that loses 20% of packets: every SEND succeeds, the receiver names each lost datagram, nothing is resent" {
     ud_trace "ud --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s lossy" \
-        "ud --cm --netem 'loss 20%' --timeout 20 --responder '--iters 64' -- --iters 64 -s lossy"
-    local n received lost missing k
+        "ud --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s 'lossy again'"
+    local n received lost missing k text
     for n in 1 2; do
+        text=$([ $n = 1 ] && echo lossy || echo "lossy again")
         # The sender: 64 successful completions; a completion says only that the datagram left.
+        ud_said $n requester "Sample finished successfully"
         assert_equal "$(cat "$TRACE/$n/requester.rc")" 0
         assert_equal "$(grep -c '^        SEND #[0-9]* completed: IBV_WC_SUCCESS$' "$TRACE/$n/requester.out")" 64
-        ud_said $n requester "Sample finished successfully"
         # The receiver: what came, and by number what did not; the count missing is 64 - received.
         received=$(sed -n 's/^Received \([0-9]*\) of 64 datagrams; lost:.*/\1/p' "$TRACE/$n/responder.out")
         lost=$(sed -n 's/^Received [0-9]* of 64 datagrams; lost: //p' "$TRACE/$n/responder.out")
@@ -365,7 +368,7 @@ $(cat "$TRACE/$n/$side.out")"
         assert [ "$received" -lt 64 ]
         missing=$(wc -w <<<"$lost")
         assert_equal "$missing" $((64 - received))
-        assert_equal "$(grep -c '^Got #[0-9]*/64 from sender: "lossy"' "$TRACE/$n/responder.out")" "$received"
+        assert_equal "$(grep -c "^Got #[0-9]*/64 from sender: \"$text\"" "$TRACE/$n/responder.out")" "$received"
         for k in $lost; do
             refute grep -q "^Got ${k}/64 " "$TRACE/$n/responder.out"
         done
@@ -373,9 +376,9 @@ $(cat "$TRACE/$n/$side.out")"
             "Sample finished with errors"
         assert grep -q "^hint: UD does not retransmit" "$TRACE/$n/responder.out"
         # On the wire at host A: exactly the datagrams that arrived, each PSN once (no retransmission),
-        # and nothing sent back but the CM's lookup reply.
+        # and nothing sent back.
         assert_equal "$(ud_opcodes $n | grep -c '^-> UD SEND Only$')" "$received"
         refute grep -q "again: retransmission" "$TRACE/$n/report.txt"
-        assert_equal "$(ud_opcodes $n | grep '^<-' | grep -vc 'CM SIDR REP')" 0
+        assert_equal "$(ud_opcodes $n | grep -c '^<-')" 0
     done
 }
