@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # rdma_ud: numbered datagrams on a UD QP, by descriptor files and by RDMA CM (RDMA_PS_UDP); what UD
-# drops without a word (wrong Q_Key, no receive posted, above the MTU) and refuses (READ, WRITE).
+# drops without a word (wrong Q_Key or QPN, no receive posted, above the MTU), refuses (READ, WRITE)
+# or cannot address (a GID nobody has).
 # Run with run-bats --cm (the RDMA CM tests need the device on an interface with an address).
 
 load test_helper/common
@@ -64,6 +65,7 @@ receiver_paths() { echo -ld "$BATS_TEST_TMPDIR/receiver.desc" -re "$BATS_TEST_TM
 # between machines would be: the sender addresses a GID or a QPN other than the receiver's.
 spoiled_pair() { # SED_EXPR: the receiver (-t 5) in the background, the sender under run
     local T=$BATS_TEST_TMPDIR
+    rm -f "$T"/*.desc # (the files of an earlier pair in the same test)
     start_peer receiver "$RECEIVER" -ld "$T/real.desc" -re "$T/sender.desc" -t 5
     spoil_in_flight "$T/real.desc" "$T/receiver.desc" "$1"
     run --separate-stderr timeout -k 5 60 "$SENDER" $(sender_paths) -t 5
