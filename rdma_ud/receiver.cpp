@@ -156,6 +156,9 @@ static void run(const Args &args, const Options &opt)
            !(grace && grace->expired())) {
         ibv_wc wc{};
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0) {
+            // Our lookup reply is a datagram too, and may be lost: the sender's CM then asks again.
+            if (args.use_cm && cm_ud_answer_again(cm, qp.get()) > 0)
+                info("RDMA CM: answered a repeated lookup (our reply was lost, or another sender asks)");
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
             continue;
         }

@@ -348,8 +348,8 @@ $(cat "$TRACE/$n/$side.out")"
     assert_equal "$(ls -A "$TRACE/2/share")" ""
 }
 
-# (Descriptor files only: with -cm the lookup's request or reply may be lost too, and the sample then
-# ends at -t before any datagram; chapter 12 says so.)
+# (Descriptor files only: with -cm the lookup's requests and replies may be lost too; when every
+# request within -t is, the sample ends there before any datagram. Chapter 12 says so.)
 @test "two hosts: rdma_ud over a link that loses 20% of packets: every SEND succeeds, the receiver names each lost datagram, nothing is resent" {
     ud_trace "ud --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s lossy" \
         "ud --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s 'lossy again'"
