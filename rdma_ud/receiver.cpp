@@ -59,6 +59,25 @@ static ibv_gid sender_gid(const char *header)
     return gid;
 }
 
+/**
+ * The 40 bytes as they lie in the buffer, in two rows of 20, so the reader can see which header the
+ * device wrote: on RoCE v2 over IPv4, Soft-RoCE writes 20 zero bytes, then the IPv4 header exactly as
+ * it arrived (45 = version 4, 5 words; TTL, protocol 17 = UDP, checksum, both addresses).
+ */
+static void show_header(const char *header)
+{
+    const auto *b = reinterpret_cast<const std::uint8_t *>(header);
+    for (std::size_t row = 0; row < grh_bytes; row += 20) {
+        std::string bytes;
+        for (std::size_t i = row; i < row + 20; ++i) {
+            char two[4];
+            std::snprintf(two, sizeof two, " %02x", b[i]);
+            bytes += two;
+        }
+        info("  bytes %2zu-%2zu:%s", row, row + 19, bytes.c_str());
+    }
+}
+
 static void run(const Args &args, const Options &opt)
 {
     const int receives = opt.receives > 0 ? opt.receives : opt.iters;
@@ -137,6 +156,9 @@ static void run(const Args &args, const Options &opt)
            !(grace && grace->expired())) {
         ibv_wc wc{};
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0) {
+            // Our lookup reply is a datagram too, and may be lost: the sender's CM then asks again.
+            if (args.use_cm && cm_ud_answer_again(cm, qp.get()) > 0)
+                info("RDMA CM: answered a repeated lookup (our reply was lost, or another sender asks)");
             std::this_thread::sleep_for(std::chrono::milliseconds(1));
             continue;
         }
@@ -148,6 +170,10 @@ static void run(const Args &args, const Options &opt)
         info("datagram of %u bytes (40 + %zu) from QPN 0x%06x, GID %s%s", wc.byte_len, payload.size(), wc.src_qp,
              gid_to_string(sender_gid(header)).c_str(), (wc.wc_flags & IBV_WC_GRH) ? "" : " (no GRH flag!)");
         //! [ud_completion]
+        if (completions == 1) {
+            info("the 40 bytes before its payload, as the device wrote them (the first datagram only):");
+            show_header(header);
+        }
         int seq = 0, count = 0, text_at = 0;
         if (std::sscanf(payload.c_str(), "#%d/%d %n", &seq, &count, &text_at) != 2 || seq < 1 || seq > count || count > 64) {
             info("not a numbered datagram: ignored");

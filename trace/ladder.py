@@ -3,11 +3,11 @@
 
     trace/ladder.py CAPTURE.pcap --requester ADDR --responder ADDR [--opcodes]
 
-tshark decodes every header (Wireshark's InfiniBand dissector: BTH, RETH, AETH, AtomicETH, ImmDt, the
-CM's MADs); this script only lays the fields out: one line per packet, the time since the first one, the
+tshark decodes every header (Wireshark's InfiniBand dissector: BTH, RETH, AETH, AtomicETH, ImmDt,
+DETH, the CM's MADs); this script only lays the fields out: one line per packet, the time since the first one, the
 direction as an arrow between the two sides, the opcode, the destination QP and the PSN, then the
 fields that matter for that opcode, with the AETH syndrome spelled out (ACK, RNR NAK and its timer,
-NAK and its reason). A request whose PSN was already seen on that QP is marked as a retransmission.
+NAK and its reason) and a UD datagram's DETH (the Q_Key it carries, the QP that sent it). A request whose PSN was already seen on that QP is marked as a retransmission.
 
 --opcodes prints only "DIRECTION OPCODE" per packet (what the tests compare).
 """
@@ -32,7 +32,9 @@ RESPONSES = {0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12}
 # The CM's messages travel as MADs in UD SENDs to QP 1 (IBTA vol. 1, 12.6): attribute IDs.
 CM_MESSAGES = {0x10: "CM REQ (connect request)", 0x11: "CM MRA (wait, message received)",
                0x12: "CM REJ (reject)", 0x13: "CM REP (connect reply)", 0x14: "CM RTU (ready to use)",
-               0x15: "CM DREQ (disconnect request)", 0x16: "CM DREP (disconnect reply)"}
+               0x15: "CM DREQ (disconnect request)", 0x16: "CM DREP (disconnect reply)",
+               0x17: "CM SIDR REQ (service lookup)",
+               0x18: "CM SIDR REP (lookup reply)"}
 # REJ reasons the samples meet (IBTA vol. 1, table 112).
 REJ_REASONS = {8: "invalid service ID: nobody listens on that port", 28: "consumer reject"}
 
@@ -52,7 +54,7 @@ FIELDS = ["frame.time_relative", "ip.src", "ip.dst", "infiniband.bth.opcode", "i
           "infiniband.cm.req.serviceid.dport", "infiniband.cm.req.responderres", "infiniband.cm.req.initdepth",
           "infiniband.cm.req.retrcount", "infiniband.cm.req.rnrretrcount", "infiniband.cm.rep.localqpn",
           "infiniband.cm.rep.startpsn", "infiniband.cm.rep.respres", "infiniband.cm.rep.initdepth",
-          "infiniband.cm.rej.reason"]
+          "infiniband.cm.rej.reason", "infiniband.deth.q_key", "infiniband.deth.srcqp"]
 
 
 def number(text):
@@ -142,6 +144,9 @@ def describe(row, seen):
         details.append(syndrome(number(row["infiniband.aeth.syndrome"]), number(row["infiniband.aeth.msn"])))
     if row["infiniband.atomicacketh.origremdt"]:
         details.append(f"old value {number(row['infiniband.atomicacketh.origremdt'])}")
+    if row["infiniband.deth.q_key"]:  # UD: no connection, so each datagram names its key and its sender
+        details.append(f"Q_Key 0x{number(row['infiniband.deth.q_key']):08x}, "
+                       f"source QP 0x{number(row['infiniband.deth.srcqp']):06x}")
     if row["infiniband.immdt"]:
         details.append(f"immediate 0x{raw_bytes(row['infiniband.immdt']).hex()}")
     # The payload follows the headers, padded to 4 bytes; the BTH says how many pad bytes there are.

@@ -121,5 +121,27 @@ class Report(unittest.TestCase):
                              f"capture: {d}/trace.pcap (open it in Wireshark, or: tshark -r {d}/trace.pcap -V)\n")
 
 
+class Ladder(unittest.TestCase):
+    def row(self, **fields):
+        sys.path.insert(0, HERE)
+        import ladder
+        row = dict.fromkeys(ladder.FIELDS, "")
+        row.update({"infiniband." + k.replace("__", "."): v for k, v in fields.items()})
+        return ladder, row
+
+    def test_a_ud_datagram_shows_its_deth(self):
+        ladder, row = self.row(bth__opcode="100", bth__destqp="0x000011", bth__psn="5", deth__q_key="0x11111111",
+                               deth__srcqp="0x000012", bth__padcnt="0")
+        row["data.data"] = "23:31:2f:33"
+        self.assertEqual(ladder.describe(row, {}),
+                         ("UD SEND Only", ["Q_Key 0x11111111, source QP 0x000012", '4 bytes "#1/3"']))
+
+    def test_the_sidr_lookup_of_rdma_ps_udp_is_named(self):
+        ladder, row = self.row(bth__opcode="100", bth__destqp="1", bth__psn="0", mad__attributeid="0x0017")
+        self.assertEqual(ladder.describe(row, {})[0], "CM SIDR REQ (service lookup)")
+        row["infiniband.mad.attributeid"] = "0x0018"
+        self.assertEqual(ladder.describe(row, {})[0], "CM SIDR REP (lookup reply)")
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -88,4 +88,24 @@ CmConnection cm_ud_accept(std::uint16_t port, int timeout_s, const Device &dev, 
     return c;
 }
 
+int cm_ud_answer_again(CmConnection &c, const ibv_qp *qp)
+{
+    int answered = 0;
+    while (cm_event_ready(c.channel.get(), 0)) {
+        rdma_cm_event *raw = nullptr;
+        check_rc(rdma_get_cm_event(c.channel.get(), &raw), "rdma_get_cm_event");
+        CmEventPtr ev(raw);
+        if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+            continue;
+        rdma_cm_id *id = ev->id;
+        ev.reset(); // acknowledged first: rdma_destroy_id() waits until its id's events are acknowledged
+        CmIdPtr request(id);
+        rdma_conn_param param{};
+        param.qp_num = qp->qp_num;
+        check_rc(rdma_accept(request.get(), &param), "rdma_accept(SIDR reply, again)");
+        ++answered;
+    }
+    return answered;
+}
+
 } // namespace rdma_samples

@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # rdma_ud: numbered datagrams on a UD QP, by descriptor files and by RDMA CM (RDMA_PS_UDP); what UD
-# drops without a word (wrong Q_Key, no receive posted, above the MTU) and refuses (READ, WRITE).
+# drops without a word (wrong Q_Key or QPN, no receive posted, above the MTU), refuses (READ, WRITE)
+# or cannot address (a GID nobody has).
 # Run with run-bats --cm (the RDMA CM tests need the device on an interface with an address).
 
 load test_helper/common
@@ -58,6 +59,51 @@ receiver_paths() { echo -ld "$BATS_TEST_TMPDIR/receiver.desc" -re "$BATS_TEST_TM
     assert_equal "$peer_status" 1
     assert_peer_line "Received 2 of 3 datagrams; lost: #1"
     refute_peer_line --partial "Got #1/3"
+}
+
+# The receiver's descriptor is rewritten on its way to the sender (spoil_in_flight), as a wrong copy
+# between machines would be: the sender addresses a GID or a QPN other than the receiver's.
+spoiled_pair() { # SED_EXPR: the receiver (-t 5) in the background, the sender under run
+    local T=$BATS_TEST_TMPDIR
+    rm -f "$T"/*.desc # (the files of an earlier pair in the same test)
+    start_peer receiver "$RECEIVER" -ld "$T/real.desc" -re "$T/sender.desc" -t 5
+    spoil_in_flight "$T/real.desc" "$T/receiver.desc" "$1"
+    run --separate-stderr timeout -k 5 60 "$SENDER" $(sender_paths) -t 5
+    wait_peer receiver
+}
+
+@test "ud: a peer GID nobody has: ibv_create_ah() fails within seconds (no ARP answer, or no route), explained" {
+    # The address handle needs the peer's MAC address: for an IPv4-mapped GID on the device's subnet
+    # that nobody holds, the kernel's ARP gets no answer and ibv_create_ah() returns ETIMEDOUT (about
+    # 2.5 s on rxe in the VM; the kernel bounds it, not -t). An fe80:: GID against our IPv4-mapped one:
+    # EINVAL at once. Nothing is sent; the receiver hears nothing and ends at its -t.
+    require_cm_addr
+    local nobody=${CM_ADDR%.*}.99 start=$SECONDS
+    spoiled_pair "s/^gid=.*/gid=::ffff:$nobody/"
+    assert_equal "$status" 1
+    assert [ $((SECONDS - start)) -le 15 ]
+    assert_line "step 5: create an address handle for GID ::ffff:$nobody"
+    assert_equal "${stderr_lines[0]}" "sender: step 5 failed: ibv_create_ah(::ffff:$nobody): Connection timed out (errno 110)"
+    assert_regex "${stderr_lines[1]}" "^hint: no MAC address for that GID: nobody on the device's network answered ARP"
+    assert_equal "$peer_status" 1
+    assert_peer_line "receiver: step 6 failed: timed out after 5 s waiting for a datagram from the sender"
+    spoiled_pair "s/^gid=.*/gid=fe80::1234/"
+    assert_equal "$status" 1
+    assert_equal "${stderr_lines[0]}" "sender: step 5 failed: ibv_create_ah(fe80::1234): Invalid argument (errno 22)"
+    assert_regex "${stderr_lines[1]}" "^hint: that GID cannot be reached from our GID"
+}
+
+@test "ud: a QPN nobody has: the address handle is made, every SEND succeeds, the datagrams go nowhere" {
+    # The GID is the receiver's own, so the address handle resolves and the datagrams leave; the
+    # receiving device finds no QP 0xabcdef and drops them without a word (IBTA: an unknown
+    # destination QP is silently dropped). Only the receiver's -t ends it.
+    spoiled_pair "s/^qp_num=.*/qp_num=0xabcdef/"
+    assert_equal "$status" 0
+    assert_line --partial "receiver: QPN 0xabcdef"
+    assert_line --partial "SEND #3 completed: IBV_WC_SUCCESS"
+    assert_line --regexp "^Sender has sent 3 datagrams to QPN 0xabcdef"
+    assert_equal "$peer_status" 1
+    assert_peer_line "receiver: step 6 failed: timed out after 5 s waiting for a datagram from the sender"
 }
 
 @test "ud: -s is bounded at 256 bytes, so a datagram fits any MTU above 256 (else it is refused before posting)" {

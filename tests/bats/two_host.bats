@@ -380,3 +380,97 @@ ft_files() {
         echo "# $(head -n 3 "$TRACE/$n/names" | tail -n 1): $(grep '^sent ' "$TRACE/$n/requester.out")" >&3
     done
 }
+
+# ---------------------------------------------------------------------------------------------------
+# rdma_ud across the two hosts: unreliable datagrams in both flows, on the wire, and over a link that
+# loses packets. The receiver runs on host A, the sender on host B, through trace/trace (one boot of
+# the two VMs for all of a test's scenarios). This block uses only the helpers below.
+
+# ud_trace LINE...: run the scenarios (the arguments of ./lab trace, one per LINE) with full ladders;
+# scenario N's outputs, capture and report land in $TRACE/N.
+ud_trace() {
+    require_vm
+    TRACE=$BATS_TEST_TMPDIR/trace
+    printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/batch"
+    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" \
+        --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
+    assert_success
+}
+
+# ud_opcodes N: scenario N's packets as "DIRECTION OPCODE", one a line ("->" is host B to host A).
+ud_opcodes() {
+    python3 "$RDMA_SAMPLES_SOURCE/trace/ladder.py" --opcodes "$TRACE/$1/trace.pcap" --requester 10.77.0.2 \
+        --responder 10.77.0.1
+}
+
+# ud_said N SIDE LINE...: scenario N's SIDE (requester: the sender, responder: the receiver) printed
+# each LINE, whole.
+ud_said() {
+    local n=$1 side=$2 line
+    shift 2
+    for line in "$@"; do
+        grep -qxF -- "$line" "$TRACE/$n/$side.out" || fail "scenario $n: the $side did not print: $line
+$(cat "$TRACE/$n/$side.out")"
+    done
+}
+
+@test "two hosts: rdma_ud, descriptor files and RDMA CM: UD SEND Only packets with a DETH (Q_Key, source QP), no ACK" {
+    ud_trace "ud" "ud --cm"
+    local n qpn
+    for n in 1 2; do
+        ud_said $n requester "Sample finished successfully"
+        ud_said $n responder 'Got #1/3 from sender: "a numbered datagram"' 'Got #3/3 from sender: "a numbered datagram"' \
+            "Received 3 of 3 datagrams" "Sample finished successfully"
+        # The receiver names the sender by the completion's src_qp and by the header's source address.
+        qpn=$(grep -o 'QPN 0x[0-9a-f]*, state RTS' "$TRACE/$n/requester.out" | cut -d' ' -f2 | tr -d ,)
+        assert grep -qE "^ +datagram of 64 bytes \(40 \+ 24\) from QPN $qpn, GID ::ffff:10\.77\.0\.2$" "$TRACE/$n/responder.out"
+        # The 40 bytes before the payload, as rxe writes them for RoCE v2 over IPv4: 20 zero bytes, then
+        # the IPv4 header as it arrived (length 76, DF, TTL 64, UDP, from 10.77.0.2 to 10.77.0.1).
+        assert grep -qxE " +bytes  0-19:( 00){20}" "$TRACE/$n/responder.out"
+        assert grep -qxE " +bytes 20-39: 45 00 00 4c( [0-9a-f]{2}){2} 40 00 40 11( [0-9a-f]{2}){2} 0a 4d 00 02 0a 4d 00 01" \
+            "$TRACE/$n/responder.out"
+        # Each datagram carries the receiver's Q_Key and the sender's QPN in its DETH.
+        assert_equal "$(grep -cE "UD SEND Only -+>\|  QP 0x[0-9a-f]{6} PSN 0x[0-9a-f]{6}  Q_Key 0x$([ $n = 1 ] && echo 11111111 || echo 01234567), source QP $qpn; 24 bytes \"#[1-3]/3 a numbered datagram\"" \
+            "$TRACE/$n/report.txt")" 3
+    done
+    # Three datagrams, nothing back: no ACK, no response.
+    assert_equal "$(ud_opcodes 1)" "$(printf -- '-> UD SEND Only\n%.0s' 1 2 3)"
+    # RDMA CM on RDMA_PS_UDP: one lookup and its reply (MADs to QP 1), then the same three datagrams.
+    assert_equal "$(ud_opcodes 2)" "$(printf -- '-> CM SIDR REQ (service lookup)\n<- CM SIDR REP (lookup reply)\n'; printf -- '-> UD SEND Only\n%.0s' 1 2 3)"
+    assert_equal "$(ls -A "$TRACE/2/share")" ""
+}
+
+# (Descriptor files only: with -cm the lookup's requests and replies may be lost too; when every
+# request within -t is, the sample ends there before any datagram. Chapter 12 says so.)
+@test "two hosts: rdma_ud over a link that loses 20% of packets: every SEND succeeds, the receiver names each lost datagram, nothing is resent" {
+    ud_trace "ud --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s lossy" \
+        "ud --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s 'lossy again'"
+    local n received lost missing k text
+    for n in 1 2; do
+        text=$([ $n = 1 ] && echo lossy || echo "lossy again")
+        # The sender: 64 successful completions; a completion says only that the datagram left.
+        ud_said $n requester "Sample finished successfully"
+        assert_equal "$(cat "$TRACE/$n/requester.rc")" 0
+        assert_equal "$(grep -c '^        SEND #[0-9]* completed: IBV_WC_SUCCESS$' "$TRACE/$n/requester.out")" 64
+        # The receiver: what came, and by number what did not; the count missing is 64 - received.
+        received=$(sed -n 's/^Received \([0-9]*\) of 64 datagrams; lost:.*/\1/p' "$TRACE/$n/responder.out")
+        lost=$(sed -n 's/^Received [0-9]* of 64 datagrams; lost: //p' "$TRACE/$n/responder.out")
+        assert [ -n "$received" ]
+        assert [ "$received" -gt 0 ]
+        assert [ "$received" -lt 64 ]
+        missing=$(wc -w <<<"$lost")
+        assert_equal "$missing" $((64 - received))
+        assert_equal "$(grep -c "^Got #[0-9]*/64 from sender: \"$text\"" "$TRACE/$n/responder.out")" "$received"
+        for k in $lost; do
+            refute grep -q "^Got ${k}/64 " "$TRACE/$n/responder.out"
+        done
+        ud_said $n responder "receiver: step 7 failed: $missing of 64 datagrams never arrived: $lost" \
+            "Sample finished with errors"
+        assert grep -q "^hint: UD does not retransmit" "$TRACE/$n/responder.out"
+        # On the wire at host A: exactly the datagrams that arrived, each PSN once (no retransmission),
+        # and nothing sent back.
+        assert_equal "$(ud_opcodes $n | grep -c '^-> UD SEND Only$')" "$received"
+        refute grep -q "again: retransmission" "$TRACE/$n/report.txt"
+        assert_equal "$(ud_opcodes $n | grep -c '^<-')" 0
+    done
+}

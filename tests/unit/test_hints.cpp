@@ -38,6 +38,7 @@ TEST(Hints, ErrnoTableMatchesCallAndErrno)
     EXPECT_NE(hint_for_errno("ibv_modify_qp(RTR)", ENETUNREACH).find("-g"), std::string::npos);
     EXPECT_NE(hint_for_errno("ibv_open_device(rxe0)", EACCES).find("root"), std::string::npos);
     EXPECT_NE(hint_for_errno("ibv_modify_qp(RTS)", EINVAL).find("state"), std::string::npos);
+    EXPECT_NE(hint_for_errno("ibv_create_ah(::ffff:10.77.0.99)", ETIMEDOUT).find("ARP"), std::string::npos);
     EXPECT_NE(hint_for_errno("ibv_frobnicate", EBADF).find("man page of ibv_frobnicate"), std::string::npos);
 }
 

@@ -56,4 +56,15 @@ CmUdPeer cm_ud_connect(const CmServerAddr &server, int timeout_s, const Device &
  */
 CmConnection cm_ud_accept(std::uint16_t port, int timeout_s, const Device &dev, const ibv_qp *qp);
 
+/**
+ * @brief Server side, while it waits for datagrams: answer, without blocking, every further SIDR
+ * request on the listening channel with @p qp's number. The reply is a datagram too (a MAD to QP 1):
+ * when it is lost, the client's CM sends its request again (about 4 s later), and the kernel hands
+ * that to the listener as a new request; unanswered, it would be rejected only when the server exits.
+ * @param c  the connection cm_ud_accept() returned
+ * @param qp our UD QP
+ * @return how many requests were answered now
+ */
+int cm_ud_answer_again(CmConnection &c, const ibv_qp *qp);
+
 } // namespace rdma_samples
