@@ -85,6 +85,8 @@ o.inline_size = static_cast<std::int64_t>(f(v)); });
         [&o, f = number("--poll-batch", 4096)](const std::string &v) { o.poll_batch = static_cast<std::uint32_t>(f(v)); });
     add("events", "", "wait on a completion channel (ibv_req_notify_cq) instead of busy polling", "off",
         [&o](const std::string &) { o.events = true; });
+    add("no-yield", "", "busy polling never yields the CPU (perftest's way; needs a CPU per process)", "yield every 1024 empty polls",
+        [&o](const std::string &) { o.yield = false; });
     add("verify", "", "check the data after the run (leave off when measuring)", "off",
         [&o](const std::string &) { o.verify = true; });
 }

@@ -40,6 +40,7 @@ struct Options {
     std::uint32_t post_list = 1;      ///< --post-list: work requests per ibv_post_send() call
     std::uint32_t poll_batch = 16;    ///< --poll-batch: completions taken per ibv_poll_cq() call
     bool events = false;              ///< --events: sleep on a completion channel instead of busy polling
+    bool yield = true;                ///< busy polling yields every 1024 empty polls (--no-yield: never)
     bool verify = false;              ///< --verify: check the data after the run
     bool explicit_tx_depth = false;   ///< --tx-depth was given
     bool explicit_cq_mod = false;     ///< --cq-mod was given

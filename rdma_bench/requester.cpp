@@ -53,7 +53,7 @@ void run_bw_phase(Loop &loop, std::uint32_t size, std::uint64_t count)
 void measure_bw(Loop &loop, std::uint32_t size)
 {
     run_bw_phase(loop, size, static_cast<std::uint64_t>(loop.opt.warmup));
-    const double cpu0 = cpu_us();
+    const CpuTime cpu0 = cpu_us();
     const std::int64_t t0 = now_ns();
     run_bw_phase(loop, size, loop.opt.iters);
     print_bw_row(size, loop.opt.iters, now_ns() - t0, cpu_us() - cpu0);
@@ -68,7 +68,7 @@ void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
     const bool ping_pong = loop.opt.op == Op::write || loop.opt.op == Op::write_imm || loop.opt.op == Op::send;
     const std::uint64_t first = loop.sq.posted, last = first + loop.opt.per_size() - 1;
     std::vector<double> ns;
-    double cpu0 = cpu_us();
+    CpuTime cpu0 = cpu_us();
     for (std::uint64_t k = 0; k < loop.opt.per_size(); ++k, ++tag) {
         if (k == static_cast<std::uint64_t>(loop.opt.warmup))
             cpu0 = cpu_us();
@@ -80,7 +80,7 @@ void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
             loop.buf[size - 1] = t; // the responder watches this byte; it answers by writing ours
         post_chain(loop, 1, size, first, last);
         if (loop.opt.op == Op::write)
-            wait_for_byte(loop.landing + size - 1, t, loop.waiter.timeout_s());
+            wait_for_byte(loop.landing + size - 1, t, loop.waiter.timeout_s(), loop.waiter.yields());
         else if (ping_pong)
             while (take_completions(loop, "the responder's answer") == 0) {
             }
@@ -91,7 +91,7 @@ void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
         if (k >= static_cast<std::uint64_t>(loop.opt.warmup))
             ns.push_back(static_cast<double>(t1 - t0) / (ping_pong ? 2 : 1));
     }
-    const double cpu = cpu_us() - cpu0;
+    const CpuTime cpu = cpu_us() - cpu0;
     while (loop.sq.done < loop.sq.posted)
         take_completions(loop, "the last completions");
     if (loop.opt.op == Op::write)
@@ -154,7 +154,7 @@ static void run(const Args &args, const Options &o)
 
     // READ and atomics bring the responder's data to us: their scatter/gather list is the landing region.
     const bool fetches = o.op == Op::read || o.op == Op::atomic;
-    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s), operation_wr(o.op, peer),
+    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield), operation_wr(o.op, peer),
            fetches ? landing : out, landing, mr->lkey);
     if (o.mode == Mode::lat && fetches)
         loop.sq.cq_mod = 1; // a round trip is timed by its own completion: every one is signaled

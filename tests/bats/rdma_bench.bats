@@ -17,11 +17,11 @@ bench() {
 
 # assert_bw_rows N / assert_lat_rows N: the table has a header and N rows of numbers.
 assert_bw_rows() {
-    assert_line --regexp '^ +bytes +iterations +MB/s +Mmsg/s +CPU_us/op$'
+    assert_line --regexp '^ +bytes +iterations +MB/s +Gb/s +Mmsg/s +user_us/op +sys_us/op$'
     assert_equal "$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$output")" "$1"
 }
 assert_lat_rows() {
-    assert_line --regexp '^ +bytes +iterations +min_us +median_us +p99_us +p99.9_us +max_us +CPU_us/op$'
+    assert_line --regexp '^ +bytes +iterations +min_us +median_us +p99_us +p99.9_us +max_us +user_us/op +sys_us/op$'
     assert_equal "$(grep -cE '^ +[0-9]+ +[0-9]+( +[0-9.]+){6}$' <<<"$output")" "$1"
 }
 
