@@ -8,6 +8,11 @@
     report.py --add CSV TOOL TEST SIZE ITERS PAIR KNOB VALUE WAIT FIRST FILE
                          parse FILE, the output of one run of perftest (TOOL perftest) or rdma_bench
                          (TOOL ours), and add its line to CSV; exit status 1 when FILE holds no result
+    report.py --start-profile CSV
+                         start CSV (profile.csv) with its header
+    report.py --add-count CSV TOOL TEST SIZE WAIT COUNTER ITERS FILE
+                         add the count in FILE (COUNTER instructions: valgrind --tool=callgrind's log;
+                         syscalls: strace -c's table) of a run of ITERS operations to CSV
     report.py --inline FILE
                          the inline size a perftest run really used, from its output FILE
 
@@ -85,7 +90,9 @@ def add_run(csv_path, tool, test, size, iters, pair, knob, value, wait, first, p
         f.write(line + "\n")
     return 0
 
-TESTS = ["write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat", "atomic_bw", "atomic_lat"]
+# (cas_*: ib_atomic_* -A CMP_AND_SWAP beside rdma_bench --op atomic --atomic cas)
+TESTS = ["write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat", "atomic_bw", "atomic_lat", "cas_bw",
+         "cas_lat"]
 
 # Two-sided: a ratio more than 5% away from 1, in either direction, means the tools do not do the same
 # work, or one of them does it worse.
@@ -93,6 +100,10 @@ TOLERANCE = 0.05
 # Message rate, not MB/s, below this size: at 2 B, MB/s has too few digits to compare.
 RATE_BELOW = 4096
 MIN_RUNS = 3
+# Latency tests that are ping-pongs between two busy-polling processes (READ and atomics are round trips
+# the requester alone waits for): under single-threaded TCG each half waits for the emulator to switch
+# vCPUs.
+PING_PONGS = ("write_lat", "send_lat")
 
 
 def num(v):
@@ -179,16 +190,76 @@ def table(rows, tcg=False):
         a, b = spread(values(pt, field)), spread(values(us, field))
         ratio, lo, hi, say = verdict(values(pt, field), values(us, field))
         show = lambda t: "-" if t is None else "/".join(fmt(v) for v in t)
-        mark = "*" if tcg and wait == "busy" and test.endswith("_lat") else ""
+        mark = "*" if tcg and wait == "busy" and test in PING_PONGS else ""
         lines.append(f"{test:<11}{size:>6} {wait + mark:<7}{name:<10}{show(a):>24}  {show(b):>24}"
                      f"{'-' if ratio is None else f'{ratio:.2f}':>7} "
                      f"{'-' if lo is None else f'{lo:.2f}-{hi:.2f}':>11}  {say:<9}{min(len(pt), len(us)):>5}"
                      f"  {used(pt)}|{used(us)}")
         summary.append([test, size, wait, name, *(a or (None,) * 3), *(b or (None,) * 3), ratio, lo, hi, say])
     if tcg:
-        lines.append("* busy-polling latency under single-threaded TCG: the emulator's switch between the two vCPUs "
-                     "(about 2 ms), not RDMA")
+        lines.append("* a busy-polling ping-pong under single-threaded TCG: it measures the emulator's switch between "
+                     "the two vCPUs (about 2 ms), not RDMA")
     return lines, summary
+
+
+PROFILE_HEADER = "tool,test,size,wait,counter,iters,count"
+CALLGRIND_TOTAL = re.compile(r"Collected\s*:\s*([0-9]+)")
+
+
+def count_of(counter, text):
+    """The total of one counted run: callgrind's "Collected : N" (user-space instructions), or the calls
+    of strace -c's "total" line (system calls); None when TEXT holds none."""
+    if counter == "instructions":
+        m = CALLGRIND_TOTAL.search(text)
+        return int(m.group(1)) if m else None
+    for line in reversed(text.splitlines()):
+        fields = line.split()
+        if len(fields) >= 5 and fields[-1] == "total":
+            return int(fields[3])
+    return None
+
+
+def add_count(csv_path, tool, test, size, wait, counter, iters, path):
+    with open(path, errors="replace") as f:
+        count = count_of(counter, f.read())
+    if count is None:
+        print(f"bench: no {counter} count in {path}", file=sys.stderr)
+        return 1
+    with open(csv_path, "a") as f:
+        f.write(f"{tool},{test},{size},{wait},{counter},{iters},{count}\n")
+    return 0
+
+
+def per_operation(rows):
+    """(test, size, wait) -> {(tool, counter): count per operation}: the difference between the runs
+    with the most and the fewest iterations over the difference of the iterations (the set-up cancels)."""
+    runs = defaultdict(dict)
+    for r in rows:
+        runs[(r["test"], int(r["size"]), r["wait"], r["tool"], r["counter"])][int(r["iters"])] = int(r["count"])
+    out = defaultdict(dict)
+    for (test, size, wait, tool, counter), by_iters in runs.items():
+        if len(by_iters) >= 2:
+            few, many = min(by_iters), max(by_iters)
+            out[(test, size, wait)][(tool, counter)] = (by_iters[many] - by_iters[few]) / (many - few)
+    return out
+
+
+def profile_table(rows):
+    """The counts per operation: instructions (target: ours <= perftest's) and system calls."""
+    hdr = (f"{'test':<11}{'bytes':>6} {'wait':<7}{'instr perftest':>15}{'ours':>8}{'ratio':>7}  {'target':<13}"
+           f"{'syscalls perftest':>18}{'ours':>8}")
+    lines = [hdr, "-" * len(hdr)]
+    counts = per_operation(rows)
+    one = lambda v: "-" if v is None else f"{v:.0f}" if v >= 10 else f"{v:.2f}"
+    for key in sorted(counts, key=lambda k: (k[2], TESTS.index(k[0]) if k[0] in TESTS else 99, k[1])):
+        c = counts[key]
+        a, b = c.get(("perftest", "instructions")), c.get(("ours", "instructions"))
+        ratio = b / a if a and b is not None else None
+        target = "n/a" if ratio is None else "met (<=)" if b <= a else f"MISSED {ratio:.2f}"
+        lines.append(f"{key[0]:<11}{key[1]:>6} {key[2]:<7}{one(a):>15}{one(b):>8}"
+                     f"{'-' if ratio is None else f'{ratio:.2f}':>7}  {target:<13}"
+                     f"{one(c.get(('perftest', 'syscalls'))):>18}{one(c.get(('ours', 'syscalls'))):>8}")
+    return lines
 
 
 def knob_table(rows):
@@ -315,6 +386,12 @@ def main():
         return 0
     if sys.argv[1:2] == ["--add"] and len(sys.argv) == 13:
         return add_run(*sys.argv[2:])
+    if sys.argv[1:2] == ["--start-profile"] and len(sys.argv) == 3:
+        with open(sys.argv[2], "w") as f:
+            f.write(PROFILE_HEADER + "\n")
+        return 0
+    if sys.argv[1:2] == ["--add-count"] and len(sys.argv) == 10:
+        return add_count(*sys.argv[2:])
     if sys.argv[1:2] == ["--inline"] and len(sys.argv) == 3:
         with open(sys.argv[2], errors="replace") as f:
             print(settings("perftest", f.read())[0])
@@ -323,11 +400,15 @@ def main():
         print("usage: report.py DIR (with DIR/results.csv)", file=sys.stderr)
         return 2
     outdir = sys.argv[1]
-    rows = load(os.path.join(outdir, "results.csv"))
+    rows = load(os.path.join(outdir, "results.csv")) if os.path.exists(os.path.join(outdir, "results.csv")) else []
     setup = open(os.path.join(outdir, "setup.txt")).read().rstrip("\n") + "\n" if os.path.exists(os.path.join(outdir, "setup.txt")) else ""
     lines, summary = table(rows, tcg="TCG" in setup)
     klines, groups = knob_table(rows)
     text = setup + "\n".join(lines) + "\n" + ("\nKnobs (rdma_bench alone):\n" + "\n".join(klines) + "\n" if klines else "")
+    profile_csv = os.path.join(outdir, "profile.csv")
+    if os.path.exists(profile_csv):
+        text += ("\nPer operation, perftest's client and rdma_bench's requester: user-space instructions (callgrind) "
+                 "and system calls (strace -c -f)\n" + "\n".join(profile_table(load(profile_csv))) + "\n")
     with open(os.path.join(outdir, "table.txt"), "w") as f:
         f.write(text)
     with open(os.path.join(outdir, "summary.csv"), "w", newline="") as f:

@@ -55,8 +55,12 @@ void measure_bw(Loop &loop, std::uint32_t size)
     run_bw_phase(loop, size, static_cast<std::uint64_t>(loop.opt.warmup));
     const CpuTime cpu0 = cpu_us();
     const std::int64_t t0 = now_ns();
-    run_bw_phase(loop, size, loop.opt.iters);
-    print_bw_row(size, loop.opt.iters, now_ns() - t0, cpu_us() - cpu0);
+    std::uint64_t operations = 0;
+    do { // --duration: whole rounds of --iters until the time is up (perftest -D)
+        run_bw_phase(loop, size, loop.opt.iters);
+        operations += loop.opt.iters;
+    } while (now_ns() - t0 < static_cast<std::int64_t>(loop.opt.duration_s) * 1000000000);
+    print_bw_row(size, operations, now_ns() - t0, cpu_us() - cpu0);
 }
 
 //! [lat_loop]
@@ -154,7 +158,7 @@ static void run(const Args &args, const Options &o)
 
     // READ and atomics bring the responder's data to us: their scatter/gather list is the landing region.
     const bool fetches = o.op == Op::read || o.op == Op::atomic;
-    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield), operation_wr(o.op, peer),
+    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield), operation_wr(o.op, o.cas, peer),
            fetches ? landing : out, landing, mr->lkey);
     if (o.mode == Mode::lat && fetches)
         loop.sq.cq_mod = 1; // a round trip is timed by its own completion: every one is signaled

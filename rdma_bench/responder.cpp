@@ -115,7 +115,7 @@ static void run(const Args &args, const Options &o)
     info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
          peer.length, peer.rkey);
 
-    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield), operation_wr(o.op, peer),
+    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield), operation_wr(o.op, o.cas, peer),
            buf.data(), buf.data(), mr->lkey);
     loop.recvs_left = data_msgs + 1 - ahead;
     const bool ping_pong = o.mode == Mode::lat && (o.op == Op::write || two_sided);

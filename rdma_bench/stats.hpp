@@ -56,13 +56,14 @@ inline void print_bw_header()
  * @param ns     wall time of the timed operations
  * @param cpu    CPU time they took
  */
-inline void print_bw_row(std::uint32_t size, std::uint32_t iters, std::int64_t ns, CpuTime cpu)
+inline void print_bw_row(std::uint32_t size, std::uint64_t iters, std::int64_t ns, CpuTime cpu)
 {
     const double s = static_cast<double>(ns) / 1e9;
-    const double bytes = static_cast<double>(size) * iters;
+    const double n = static_cast<double>(iters);
+    const double bytes = static_cast<double>(size) * n;
     // MB/s is perftest's MiB/s (2^20 bytes); Gb/s is perftest's --report_gbits (10^9 bits).
-    rdma_samples::result("%10u %11u %11.2f %11.4f %11.6f %11.3f %11.3f", size, iters, bytes / s / (1024.0 * 1024.0),
-                         bytes * 8 / s / 1e9, iters / s / 1e6, cpu.user / iters, cpu.sys / iters);
+    rdma_samples::result("%10u %11llu %11.2f %11.4f %11.6f %11.3f %11.3f", size, static_cast<unsigned long long>(iters),
+                         bytes / s / (1024.0 * 1024.0), bytes * 8 / s / 1e9, n / s / 1e6, cpu.user / n, cpu.sys / n);
 }
 
 /** @brief Header of the latency table. */

@@ -101,6 +101,23 @@ class Table(unittest.TestCase):
         self.assertEqual(summary[1][-1], "same")
 
 
+class Counts(unittest.TestCase):
+    def test_callgrind_and_strace_totals(self):
+        # Real outputs (of /bin/true under callgrind, of ls under strace -f -c).
+        self.assertEqual(report.count_of("instructions", saved("callgrind_true.log")), 129814)
+        self.assertEqual(report.count_of("syscalls", saved("strace_c_ls.txt")), 144)
+        self.assertIsNone(report.count_of("syscalls", saved("perftest_failed.txt")))
+
+    def test_per_operation_is_the_difference_over_the_extra_iterations(self):
+        rows = [dict(tool="ours", test="read_lat", size="2", wait="busy", counter="instructions", iters=i, count=c)
+                for i, c in (("100", "1000000"), ("300", "1140000"))]
+        self.assertEqual(report.per_operation(rows)[("read_lat", 2, "busy")][("ours", "instructions")], 700)
+        rows += [dict(tool="perftest", test="read_lat", size="2", wait="busy", counter="instructions", iters=i, count=c)
+                 for i, c in (("100", "2000000"), ("300", "2131400"))]
+        lines = report.profile_table(rows)
+        self.assertRegex(lines[2], r"^read_lat +2 busy +657 +700 +1\.07  MISSED 1\.07")
+
+
 class AddRun(unittest.TestCase):
     def test_start_then_add_writes_the_header_and_one_line(self):
         with tempfile.TemporaryDirectory() as d:
