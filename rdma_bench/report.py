@@ -380,16 +380,13 @@ def plots(rows, outdir, groups):
 
 
 def main():
-    if sys.argv[1:2] == ["--start"] and len(sys.argv) == 3:
+    headers = {"--start": CSV_HEADER, "--start-profile": PROFILE_HEADER}
+    if sys.argv[1:2] and sys.argv[1] in headers and len(sys.argv) == 3:
         with open(sys.argv[2], "w") as f:
-            f.write(CSV_HEADER + "\n")
+            f.write(headers[sys.argv[1]] + "\n")
         return 0
     if sys.argv[1:2] == ["--add"] and len(sys.argv) == 13:
         return add_run(*sys.argv[2:])
-    if sys.argv[1:2] == ["--start-profile"] and len(sys.argv) == 3:
-        with open(sys.argv[2], "w") as f:
-            f.write(PROFILE_HEADER + "\n")
-        return 0
     if sys.argv[1:2] == ["--add-count"] and len(sys.argv) == 10:
         return add_count(*sys.argv[2:])
     if sys.argv[1:2] == ["--inline"] and len(sys.argv) == 3:
