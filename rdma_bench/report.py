@@ -29,8 +29,9 @@ from collections import defaultdict
 CSV_HEADER = ("tool,test,size,iters,pair,knob,value,wait,first,inline,cq_mod,bw_MBps,rate_Mmsgps,lat_min_us,"
               "lat_median_us,lat_p99_us,lat_p999_us,lat_max_us,user_us_per_op,sys_us_per_op")
 
-# The numeric row of a result: a line of numbers only (bytes, iterations, then the measurements).
-RESULT_ROW = re.compile(r"^\s*[0-9]+\s+[0-9]+(\s+[0-9.]+)+\s*$")
+# The numeric row of a result: a line of numbers only (bytes, iterations, then the measurements; perftest
+# prints a standard deviation of "-nan" when a sample overflows its sum).
+RESULT_ROW = re.compile(r"^\s*[0-9]+\s+[0-9]+(\s+([0-9.]+|-?nan|-?inf))+\s*$")
 
 # Where each measurement is in that row (1 = the first column), by tool and mode. perftest's bandwidth
 # row: #bytes #iterations BW_peak BW_average MsgRate; its latency row: #bytes #iterations t_min t_max

@@ -38,6 +38,10 @@ class CsvLine(unittest.TestCase):
                 self.assertEqual(self.line(tool, test, name, knob, value),
                                  f"{tool},{test},64,500,1,{knob},{value},busy,1,{expected}")
 
+    def test_a_nan_standard_deviation_still_gives_the_row(self):
+        self.assertEqual(self.line("perftest", "write_lat", "perftest_write_lat_nan.txt"),
+                         "perftest,write_lat,64,500,1,,,busy,1,0,,,,344.36,2893.96,8880.31,217915.19,217915.19,,")
+
     def test_no_numeric_row_is_no_result(self):
         self.assertIsNone(self.line("perftest", "atomic_bw", "perftest_failed.txt"))
 
