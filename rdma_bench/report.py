@@ -255,8 +255,11 @@ def profile_table(rows):
     for key in sorted(counts, key=lambda k: (k[2], TESTS.index(k[0]) if k[0] in TESTS else 99, k[1])):
         c = counts[key]
         a, b = c.get(("perftest", "instructions")), c.get(("ours", "instructions"))
-        ratio = b / a if a and b is not None else None
-        target = "n/a" if ratio is None else "met (<=)" if b <= a else f"MISSED {ratio:.2f}"
+        if a is not None and b is not None and (a <= 0 or b <= 0):
+            ratio, target = None, "unsteady" # the longer run counted fewer: the set-up varied more than that
+        else:
+            ratio = b / a if a and b is not None else None
+            target = "n/a" if ratio is None else "met (<=)" if b <= a else f"MISSED {ratio:.2f}"
         lines.append(f"{key[0]:<11}{key[1]:>6} {key[2]:<7}{one(a):>15}{one(b):>8}"
                      f"{'-' if ratio is None else f'{ratio:.2f}':>7}  {target:<13}"
                      f"{one(c.get(('perftest', 'syscalls'))):>18}{one(c.get(('ours', 'syscalls'))):>8}")

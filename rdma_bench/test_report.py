@@ -120,6 +120,11 @@ class Counts(unittest.TestCase):
                  for i, c in (("100", "2000000"), ("300", "2131400"))]
         lines = report.profile_table(rows)
         self.assertRegex(lines[2], r"^read_lat +2 busy +657 +700 +1\.07  MISSED 1\.07")
+        rows += [dict(tool="perftest", test="send_lat", size="2", wait="events", counter="instructions", iters=i, count=c)
+                 for i, c in (("100", "2000000"), ("300", "1968114"))]
+        rows += [dict(tool="ours", test="send_lat", size="2", wait="events", counter="instructions", iters=i, count=c)
+                 for i, c in (("100", "1000000"), ("300", "1281000"))]
+        self.assertRegex(report.profile_table(rows)[3], r"^send_lat +2 events +-159\.43 +1405 +-  unsteady")
 
 
 class AddRun(unittest.TestCase):
