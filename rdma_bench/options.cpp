@@ -101,6 +101,13 @@ o.inline_size = static_cast<std::int64_t>(f(v)); });
         [&o](const std::string &) { o.events = true; });
     add("no-yield", "", "busy polling never yields the CPU (perftest's way; needs a CPU per process)", "yield every 1024 empty polls",
         [&o](const std::string &) { o.yield = false; });
+    add("output", "FORMAT", "the result rows as a table (aligned, perftest's layout) or csv (comma-separated, with a header)",
+        "table", [&o](const std::string &v) {
+            if (v == "table") o.csv = false;
+            else if (v == "csv") o.csv = true;
+            else throw KnobError("--output: expected table or csv, got " + rdma_samples::quote(v),
+                                 "give --output table (aligned) or --output csv (comma-separated)");
+        });
     add("verify", "", "check the data after the run (leave off when measuring)", "off",
         [&o](const std::string &) { o.verify = true; });
 }

@@ -43,6 +43,7 @@ struct Options {
     bool events = false;              ///< --events: sleep on a completion channel instead of busy polling
     bool cas = false;                 ///< --atomic cas: compare-and-swap instead of fetch-and-add
     bool yield = true;                ///< busy polling yields every 1024 empty polls (--no-yield: never)
+    bool csv = false;                 ///< --output csv: the result rows comma-separated, for scripts
     bool verify = false;              ///< --verify: check the data after the run
     bool explicit_tx_depth = false;   ///< --tx-depth was given
     bool explicit_cq_mod = false;     ///< --cq-mod was given

@@ -60,7 +60,7 @@ void measure_bw(Loop &loop, std::uint32_t size)
         run_bw_phase(loop, size, loop.opt.iters);
         operations += loop.opt.iters;
     } while (now_ns() - t0 < static_cast<std::int64_t>(loop.opt.duration_s) * 1000000000);
-    print_bw_row(size, operations, now_ns() - t0, cpu_us() - cpu0);
+    print_bw_row(size, operations, now_ns() - t0, cpu_us() - cpu0, loop.opt.csv);
 }
 
 //! [lat_loop]
@@ -100,7 +100,7 @@ void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
         take_completions(loop, "the last completions");
     if (loop.opt.op == Op::write)
         loop.buf[size - 1] = pattern(size - 1);
-    print_lat_row(size, ns, cpu);
+    print_lat_row(size, ns, cpu, loop.opt.csv);
 }
 //! [lat_loop]
 
@@ -173,7 +173,10 @@ static void run(const Args &args, const Options &o)
     step(5, "measure %s %s: %u iterations per size after %lld warm-up, %s polling, batches of %u, chains of %u",
          op_name(o.op), o.mode == Mode::bw ? "bandwidth" : "latency", o.iters, static_cast<long long>(o.warmup),
          o.events ? "event" : "busy", o.poll_batch, o.post_list);
-    o.mode == Mode::bw ? print_bw_header() : print_lat_header();
+    if (o.mode == Mode::bw)
+        print_bw_header(o.csv);
+    else
+        print_lat_header(o.csv);
     std::uint64_t tag = 0;
     for (std::uint32_t size : sizes)
         if (o.mode == Mode::bw)

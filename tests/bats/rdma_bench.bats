@@ -131,6 +131,22 @@ hint: give --duration 1 or more, or leave it out"
     assert_regex "$stderr" "hint: give --iters N instead"
 }
 
+@test "rdma_bench: --output csv prints the result rows comma-separated, with a header" {
+    bench --op write --mode bw --size 4096 --iters 20 --tx-depth 8 --output csv
+    assert_success
+    assert_line "bytes,iterations,MB/s,Gb/s,Mmsg/s,user_us/op,sys_us/op"
+    assert_line --regexp '^4096,20(,[0-9.]+){5}$'
+    bench --op read --mode lat --size 64 --iters 20 --output csv
+    assert_line "bytes,iterations,min_us,median_us,p99_us,p99.9_us,max_us,user_us/op,sys_us/op"
+    assert_line --regexp '^64,20(,[0-9.]+){7}$'
+}
+
+@test "rdma_bench: --output other than table or csv is a usage error with a hint" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --output json
+    assert_equal "$stderr" 'rdma_bench_requester: --output: expected table or csv, got "json"
+hint: give --output table (aligned) or --output csv (comma-separated)'
+}
+
 @test "rdma_bench: --all measures every power of two from 2 B to 8 MiB" {
     bench --op write --mode bw --all --iters 2 --warmup 0 --tx-depth 4 --verify
     assert_bw_rows 23
