@@ -44,6 +44,20 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o)
                    std::function<void(const std::string &)> apply) {
         spec.extra.push_back({name, value, help, def, std::move(apply)});
     };
+    // A flag that takes one of two words: `no` leaves `field` false, `yes` sets it; anything else is a
+    // usage error whose hint names both (`hint_no`, `hint_yes` say what each means).
+    auto either = [&](const char *name, const char *help, const char *no, const char *yes, const char *hint_no,
+                      const char *hint_yes, bool &field, bool *given) {
+        add(name, "WORD", help, no, [=, &field](const std::string &v) {
+            const std::string flag = std::string("--") + name;
+            if (v != no && v != yes)
+                throw KnobError(flag + ": expected " + no + " or " + yes + ", got " + rdma_samples::quote(v),
+                                "give " + flag + " " + no + " (" + hint_no + ") or " + flag + " " + yes + " (" + hint_yes + ")");
+            field = v == yes;
+            if (given != nullptr)
+                *given = true;
+        });
+    };
     add("op", "OP", "write, read, send, write_imm or atomic (fetch-and-add, or --atomic cas)", "write", [&o](const std::string &v) {
         if (v == "write") o.op = Op::write;
         else if (v == "read") o.op = Op::read;
@@ -52,14 +66,8 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o)
         else if (v == "atomic") o.op = Op::atomic;
         else throw rdma_samples::UsageError("--op: expected write, read, send, write_imm or atomic, got " + rdma_samples::quote(v));
     });
-    add("atomic", "KIND", "with --op atomic: fadd (fetch-and-add) or cas (compare-and-swap, ib_atomic_* -A CMP_AND_SWAP)",
-        "fadd", [&o](const std::string &v) {
-            if (v == "fadd") o.cas = false;
-            else if (v == "cas") o.cas = true;
-            else throw KnobError("--atomic: expected fadd or cas, got " + rdma_samples::quote(v),
-                                 "give --atomic fadd (fetch-and-add) or --atomic cas (compare-and-swap)");
-            o.explicit_atomic = true;
-        });
+    either("atomic", "with --op atomic: fadd (fetch-and-add) or cas (compare-and-swap, ib_atomic_* -A CMP_AND_SWAP)", "fadd",
+           "cas", "fetch-and-add", "compare-and-swap", o.cas, &o.explicit_atomic);
     add("mode", "MODE", "bw (bandwidth and message rate, like ib_*_bw) or lat (latency, like ib_*_lat)", "bw",
         [&o](const std::string &v) {
             if (v == "bw") o.mode = Mode::bw;
@@ -101,13 +109,8 @@ o.inline_size = static_cast<std::int64_t>(f(v)); });
         [&o](const std::string &) { o.events = true; });
     add("no-yield", "", "busy polling never yields the CPU (perftest's way; needs a CPU per process)", "yield every 1024 empty polls",
         [&o](const std::string &) { o.yield = false; });
-    add("output", "FORMAT", "the result rows as a table (aligned, perftest's layout) or csv (comma-separated, with a header)",
-        "table", [&o](const std::string &v) {
-            if (v == "table") o.csv = false;
-            else if (v == "csv") o.csv = true;
-            else throw KnobError("--output: expected table or csv, got " + rdma_samples::quote(v),
-                                 "give --output table (aligned) or --output csv (comma-separated)");
-        });
+    either("output", "the result rows as a table (aligned, perftest's layout) or csv (comma-separated, with a header)",
+           "table", "csv", "aligned", "comma-separated", o.csv, nullptr);
     add("verify", "", "check the data after the run (leave off when measuring)", "off",
         [&o](const std::string &) { o.verify = true; });
 }
