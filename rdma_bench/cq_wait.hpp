@@ -32,15 +32,16 @@ public:
      * @param channel   its completion channel (--events), or nullptr to busy poll
      * @param batch     completions taken per ibv_poll_cq() call (--poll-batch)
      * @param timeout_s how long one wait may last (-t)
+     * @param yield     busy polling yields the CPU every 1024 empty polls (false: --no-yield)
      */
-    CompletionWaiter(ibv_cq *cq, ibv_comp_channel *channel, std::uint32_t batch, int timeout_s)
-        : cq_(cq), channel_(channel), wc_(batch), timeout_s_(timeout_s)
+    CompletionWaiter(ibv_cq *cq, ibv_comp_channel *channel, std::uint32_t batch, int timeout_s, bool yield = true)
+        : cq_(cq), channel_(channel), wc_(batch), timeout_s_(timeout_s), yield_(yield)
     {
     }
     /** @brief Take over @p other's CQ and its unacknowledged events. @param other the waiter moved from */
     CompletionWaiter(CompletionWaiter &&other) noexcept
         : cq_(other.cq_), channel_(other.channel_), wc_(std::move(other.wc_)), timeout_s_(other.timeout_s_),
-          unacked_(std::exchange(other.unacked_, 0U))
+          yield_(other.yield_), unacked_(std::exchange(other.unacked_, 0U))
     {
     }
     CompletionWaiter(const CompletionWaiter &) = delete;
@@ -70,13 +71,15 @@ public:
                 //! [busy_poll]
                 // Busy polling: ask again at once. The answer comes as soon as it exists, at the price of
                 // a CPU spinning at 100%. Every 1024 empty polls look at the clock (-t bounds the wait)
-                // and yield, so a peer that shares our CPU can still run.
+                // and yield, so a peer that shares our CPU can still run (not with --no-yield: perftest
+                // spins without yielding, which is right when each process has a CPU of its own).
                 if (empty % 1024 == 0) {
                     if (!deadline)
                         deadline.emplace(timeout_s_);
                     else if (deadline->expired())
                         throw timeout(what);
-                    sched_yield();
+                    if (yield_)
+                        sched_yield();
                 }
                 //! [busy_poll]
                 continue;
@@ -112,6 +115,8 @@ public:
 
     /** @brief The bound of one wait. @return -t, in seconds */
     int timeout_s() const { return timeout_s_; }
+    /** @brief Whether busy polling yields the CPU now and then. @return false with --no-yield */
+    bool yields() const { return yield_; }
 
     /** @brief A completion taken by the last wait(). @param i 0..n-1 @return it */
     const ibv_wc &wc(int i) const { return wc_[static_cast<std::size_t>(i)]; }
@@ -128,6 +133,7 @@ private:
     ibv_comp_channel *channel_;
     std::vector<ibv_wc> wc_;
     int timeout_s_;
+    bool yield_;
     unsigned unacked_ = 0; // CQ events taken and not yet acknowledged (only one CQ: ours)
 };
 
@@ -191,8 +197,9 @@ inline void post_receives(ibv_qp *qp, std::uint32_t n, std::uint64_t addr, std::
  * @brief Busy-wait until the byte at @p p holds @p tag: how a WRITE ping-pong notices the peer's
  * WRITE, which gives this side no completion. Bounded by @p timeout_s.
  * @param p the last byte of the message @param tag the value it will hold @param timeout_s -t
+ * @param yield yield the CPU every 1024 spins (false: --no-yield)
  */
-inline void wait_for_byte(const volatile char *p, char tag, int timeout_s)
+inline void wait_for_byte(const volatile char *p, char tag, int timeout_s, bool yield)
 {
     std::optional<rdma_samples::Deadline> deadline; // (as CompletionWaiter: the clock only after 1024 spins)
     for (std::uint64_t spins = 1; *p != tag; ++spins)
@@ -201,7 +208,8 @@ inline void wait_for_byte(const volatile char *p, char tag, int timeout_s)
                 deadline.emplace(timeout_s);
             else if (deadline->expired())
                 throw rdma_samples::timeout_error(timeout_s, "the peer's WRITE to arrive", timeout_hint);
-            sched_yield();
+            if (yield)
+                sched_yield();
         }
 }
 

@@ -34,10 +34,11 @@ inline char ping_tag(std::uint64_t n) { return static_cast<char>(n % 250 + 1); }
  * @brief The work request of @p op toward the peer's memory, filled once: the loops change only wr_id,
  * send_flags and next. The responder answers a ping-pong with the same operation.
  * @param op   the operation (--op)
+ * @param cas  with Op::atomic: compare-and-swap instead of fetch-and-add (--atomic cas)
  * @param peer where it goes: the responder's exported buffer, or the requester's landing region
  * @return the work request, without its scatter/gather list
  */
-inline ibv_send_wr operation_wr(Op op, const rdma_samples::ResourceDescriptor &peer)
+inline ibv_send_wr operation_wr(Op op, bool cas, const rdma_samples::ResourceDescriptor &peer)
 {
     ibv_send_wr wr{};
     wr.wr.rdma.remote_addr = peer.addr;
@@ -48,22 +49,22 @@ inline ibv_send_wr operation_wr(Op op, const rdma_samples::ResourceDescriptor &p
     case Op::send: wr.opcode = IBV_WR_SEND; break;
     case Op::read: wr.opcode = IBV_WR_RDMA_READ; break;
     case Op::atomic:
-        wr.opcode = IBV_WR_ATOMIC_FETCH_AND_ADD;
+        wr.opcode = cas ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
         wr.wr.atomic.remote_addr = peer.addr; // (a union with wr.rdma: set after it)
         wr.wr.atomic.rkey = peer.rkey;
-        wr.wr.atomic.compare_add = 1;
+        wr.wr.atomic.compare_add = 1; // the add; for a compare-and-swap, post_chain() sets both values
         break;
     }
     return wr;
 }
 
-/** @brief The opcode of the completion of @p op's work request. @param op --op @return it */
-inline ibv_wc_opcode sent_opcode(Op op)
+/** @brief The opcode of the completion of the knobs' work request. @param o the knobs @return it */
+inline ibv_wc_opcode sent_opcode(const Options &o)
 {
-    switch (op) {
+    switch (o.op) {
     case Op::read: return IBV_WC_RDMA_READ;
     case Op::send: return IBV_WC_SEND;
-    case Op::atomic: return IBV_WC_FETCH_ADD;
+    case Op::atomic: return o.cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD;
     default: return IBV_WC_RDMA_WRITE; // WRITE and WRITE with immediate
     }
 }
@@ -113,13 +114,19 @@ inline void post_chain(Loop &loop, std::uint32_t n, std::uint32_t size, std::uin
     ibv_send_wr *wr = loop.chain.data(); // allocated once: no malloc on the fast path
     loop.sge.length = size;
     const bool can_inline = size <= loop.opt.inline_size && loop.wr.opcode != IBV_WR_RDMA_READ &&
-                            loop.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD;
+                            loop.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD && loop.wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP;
     for (std::uint32_t k = 0; k < n; ++k) {
         const std::uint64_t i = loop.sq.posted + k;
         wr[k] = loop.wr;
         wr[k].wr_id = i; // its running number: a completion for it frees every slot up to it
         wr[k].send_flags = (loop.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
         wr[k].next = k + 1 < n ? &wr[k + 1] : nullptr;
+        if (wr[k].opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
+            // The i-th compare-and-swap expects the counter at i and swaps in i + 1, so every one
+            // succeeds and the counter ends as fetch-and-add's would (--verify checks it).
+            wr[k].wr.atomic.compare_add = i;
+            wr[k].wr.atomic.swap = i + 1;
+        }
     }
     ibv_send_wr *bad = nullptr;
     // Build the error's text only on an error: a std::string per post (malloc, to_string, free) cost
@@ -147,8 +154,8 @@ inline int take_completions(Loop &loop, const char *what)
         // wr_id and status are valid in every completion; the opcode only in a successful one. Build
         // a message only on failure: this is the fast path.
         if (wc.wr_id != recv_wr_id) {
-            if (wc.status != IBV_WC_SUCCESS || wc.opcode != sent_opcode(loop.opt.op))
-                rdma_samples::check_wc(wc, sent_opcode(loop.opt.op), op_name(loop.opt.op));
+            if (wc.status != IBV_WC_SUCCESS || wc.opcode != sent_opcode(loop.opt))
+                rdma_samples::check_wc(wc, sent_opcode(loop.opt), op_name(loop.opt.op));
             loop.sq.completed(wc);
             continue;
         }

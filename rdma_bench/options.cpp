@@ -44,7 +44,21 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o)
                    std::function<void(const std::string &)> apply) {
         spec.extra.push_back({name, value, help, def, std::move(apply)});
     };
-    add("op", "OP", "write, read, send, write_imm or atomic (fetch-and-add)", "write", [&o](const std::string &v) {
+    // A flag that takes one of two words: `no` leaves `field` false, `yes` sets it; anything else is a
+    // usage error whose hint names both (`hint_no`, `hint_yes` say what each means).
+    auto either = [&](const char *name, const char *help, const char *no, const char *yes, const char *hint_no,
+                      const char *hint_yes, bool &field, bool *given) {
+        add(name, "WORD", help, no, [=, &field](const std::string &v) {
+            const std::string flag = std::string("--") + name;
+            if (v != no && v != yes)
+                throw KnobError(flag + ": expected " + no + " or " + yes + ", got " + rdma_samples::quote(v),
+                                "give " + flag + " " + no + " (" + hint_no + ") or " + flag + " " + yes + " (" + hint_yes + ")");
+            field = v == yes;
+            if (given != nullptr)
+                *given = true;
+        });
+    };
+    add("op", "OP", "write, read, send, write_imm or atomic (fetch-and-add, or --atomic cas)", "write", [&o](const std::string &v) {
         if (v == "write") o.op = Op::write;
         else if (v == "read") o.op = Op::read;
         else if (v == "send") o.op = Op::send;
@@ -52,6 +66,8 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o)
         else if (v == "atomic") o.op = Op::atomic;
         else throw rdma_samples::UsageError("--op: expected write, read, send, write_imm or atomic, got " + rdma_samples::quote(v));
     });
+    either("atomic", "with --op atomic: fadd (fetch-and-add) or cas (compare-and-swap, ib_atomic_* -A CMP_AND_SWAP)", "fadd",
+           "cas", "fetch-and-add", "compare-and-swap", o.cas, &o.explicit_atomic);
     add("mode", "MODE", "bw (bandwidth and message rate, like ib_*_bw) or lat (latency, like ib_*_lat)", "bw",
         [&o](const std::string &v) {
             if (v == "bw") o.mode = Mode::bw;
@@ -60,9 +76,15 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o)
         });
     add("size", "BYTES", "message size (atomics: always 8)", "65536 for bw, 2 for lat",
         [&o, f = number("--size", UINT32_MAX)](const std::string &v) { o.size = static_cast<std::uint32_t>(f(v)); });
-    add("all", "", "every power of two from 2 B to 1 MiB (perftest -a)", "off", [&o](const std::string &) { o.all_sizes = true; });
+    add("all", "", "every power of two from 2 B to 8 MiB (perftest -a)", "off", [&o](const std::string &) { o.all_sizes = true; });
     add("iters", "N", "timed operations per size", "1000",
         [&o, f = number("--iters", 100000000)](const std::string &v) { o.iters = static_cast<std::uint32_t>(f(v)); });
+    add("duration", "SECONDS", "bandwidth of write, read, atomic: repeat --iters rounds until SECONDS have passed (perftest -D)",
+        "off (one round)", [&o, f = number("--duration", 86400)](const std::string &v) {
+            o.duration_s = static_cast<std::uint32_t>(f(v));
+            if (o.duration_s == 0)
+                throw KnobError("--duration 0: nothing would be measured", "give --duration 1 or more, or leave it out");
+        });
     add("warmup", "N", "untimed operations before the timed ones, per size", "iters / 10",
         [&o, f = number("--warmup", 100000000)](const std::string &v) { o.warmup = static_cast<std::int64_t>(f(v)); });
     add("tx-depth", "N", "send work requests in flight at once (the queue depth, max_send_wr)", "128 for bw, 1 for lat",
@@ -85,6 +107,10 @@ o.inline_size = static_cast<std::int64_t>(f(v)); });
         [&o, f = number("--poll-batch", 4096)](const std::string &v) { o.poll_batch = static_cast<std::uint32_t>(f(v)); });
     add("events", "", "wait on a completion channel (ibv_req_notify_cq) instead of busy polling", "off",
         [&o](const std::string &) { o.events = true; });
+    add("no-yield", "", "busy polling never yields the CPU (perftest's way; needs a CPU per process)", "yield every 1024 empty polls",
+        [&o](const std::string &) { o.yield = false; });
+    either("output", "the result rows as a table (aligned, perftest's layout) or csv (comma-separated, with a header)",
+           "table", "csv", "aligned", "comma-separated", o.csv, nullptr);
     add("verify", "", "check the data after the run (leave off when measuring)", "off",
         [&o](const std::string &) { o.verify = true; });
 }
@@ -115,6 +141,13 @@ void finish(Options &o)
         throw KnobError("--poll-batch 0: ibv_poll_cq() would take no completion", "give --poll-batch 1 or more (16 is perftest's)");
     if (o.rx_depth == 0)
         throw KnobError("--rx-depth 0: a message would find no receive", "give --rx-depth 1 or more");
+    if (o.duration_s > 0 && (lat || o.op == Op::send || o.op == Op::write_imm))
+        throw KnobError("--duration: only for --mode bw of write, read or atomic: the responder of a " +
+                            std::string(lat ? "ping-pong" : "SEND") + " counts the messages it takes",
+                        "give --iters N instead (the number of operations)");
+    if (o.explicit_atomic && o.op != Op::atomic)
+        throw KnobError(std::string("--atomic: only for --op atomic, not --op ") + op_name(o.op),
+                        "add --op atomic, or leave --atomic out");
     if (o.op == Op::atomic && o.size != 0 && o.size != 8)
         throw KnobError("--size " + std::to_string(o.size) + ": an atomic always moves 8 bytes",
                         "leave --size out with --op atomic");

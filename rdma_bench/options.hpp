@@ -23,15 +23,16 @@ enum class Op { write, read, send, write_imm, atomic };
 enum class Mode { bw, lat };
 
 /** @brief The largest message, and so the size of the memory region each side registers. */
-inline constexpr std::uint32_t max_size = 1u << 20;
+inline constexpr std::uint32_t max_size = 8u << 20; // perftest -a goes to 8 MiB
 
 /** @brief Every knob, after defaults are filled in by finish(). */
 struct Options {
     Op op = Op::write;                ///< --op
     Mode mode = Mode::bw;             ///< --mode
     std::uint32_t size = 0;           ///< --size (0 until finish(): 65536 for bw, 2 for lat, 8 for atomics)
-    bool all_sizes = false;           ///< --all: 2, 4, ... 1 MiB (perftest -a)
+    bool all_sizes = false;           ///< --all: 2, 4, ... 8 MiB (perftest -a)
     std::uint32_t iters = 1000;       ///< --iters: timed operations per size
+    std::uint32_t duration_s = 0;     ///< --duration: repeat --iters rounds for at least this long (0: once)
     std::int64_t warmup = -1;         ///< --warmup: untimed operations before them (-1: iters / 10)
     std::uint32_t tx_depth = 0;       ///< --tx-depth: send work requests outstanding (0: 128 bw, 1 lat)
     std::uint32_t rx_depth = 512;     ///< --rx-depth: receives posted ahead (SEND, WRITE with immediate)
@@ -40,9 +41,13 @@ struct Options {
     std::uint32_t post_list = 1;      ///< --post-list: work requests per ibv_post_send() call
     std::uint32_t poll_batch = 16;    ///< --poll-batch: completions taken per ibv_poll_cq() call
     bool events = false;              ///< --events: sleep on a completion channel instead of busy polling
+    bool cas = false;                 ///< --atomic cas: compare-and-swap instead of fetch-and-add
+    bool yield = true;                ///< busy polling yields every 1024 empty polls (--no-yield: never)
+    bool csv = false;                 ///< --output csv: the result rows comma-separated, for scripts
     bool verify = false;              ///< --verify: check the data after the run
     bool explicit_tx_depth = false;   ///< --tx-depth was given
     bool explicit_cq_mod = false;     ///< --cq-mod was given
+    bool explicit_atomic = false;     ///< --atomic was given
 
     /** @brief The sizes to measure, smallest first.
      *  @return one size, or every power of two from 2 to max_size */

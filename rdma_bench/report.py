@@ -5,9 +5,16 @@
                          DIR/table.txt, DIR/summary.csv and DIR/*.svg; prints the table
     report.py --start CSV
                          start CSV (results.csv) with its header
-    report.py --add CSV TOOL TEST SIZE ITERS PAIR KNOB VALUE FILE
+    report.py --add CSV TOOL TEST SIZE ITERS PAIR KNOB VALUE WAIT FIRST FILE
                          parse FILE, the output of one run of perftest (TOOL perftest) or rdma_bench
                          (TOOL ours), and add its line to CSV; exit status 1 when FILE holds no result
+    report.py --start-profile CSV
+                         start CSV (profile.csv) with its header
+    report.py --add-count CSV TOOL TEST SIZE WAIT COUNTER ITERS FILE
+                         add the count in FILE (COUNTER instructions: valgrind --tool=callgrind's log;
+                         syscalls: strace -c's table) of a run of ITERS operations to CSV
+    report.py --inline FILE
+                         the inline size a perftest run really used, from its output FILE
 
 Standard library only.
 """
@@ -19,23 +26,31 @@ import statistics
 import sys
 from collections import defaultdict
 
-CSV_HEADER = ("tool,test,size,iters,pair,knob,value,bw_MBps,rate_Mmsgps,lat_min_us,lat_median_us,lat_p99_us,"
-              "lat_p999_us,lat_max_us,cpu_us_per_op")
+CSV_HEADER = ("tool,test,size,iters,pair,knob,value,wait,first,inline,cq_mod,bw_MBps,rate_Mmsgps,lat_min_us,"
+              "lat_median_us,lat_p99_us,lat_p999_us,lat_max_us,user_us_per_op,sys_us_per_op")
 
-# The numeric row of a result: a line of numbers only (bytes, iterations, then the measurements).
-RESULT_ROW = re.compile(r"^\s*[0-9]+\s+[0-9]+(\s+[0-9.]+)+\s*$")
+# The numeric row of a result: a line of numbers only (bytes, iterations, then the measurements; perftest
+# prints a standard deviation of "-nan" when a sample overflows its sum).
+RESULT_ROW = re.compile(r"^\s*[0-9]+\s+[0-9]+(\s+([0-9.]+|-?nan|-?inf))+\s*$")
 
 # Where each measurement is in that row (1 = the first column), by tool and mode. perftest's bandwidth
 # row: #bytes #iterations BW_peak BW_average MsgRate; its latency row: #bytes #iterations t_min t_max
-# t_typical t_avg t_stdev 99% 99.9%. rdma_bench's: bytes iterations MB/s Mmsg/s CPU_us/op, and bytes
-# iterations min_us median_us p99_us p99.9_us max_us CPU_us/op.
+# t_typical t_avg t_stdev 99% 99.9%. rdma_bench's: bytes iterations MB/s Gb/s Mmsg/s user_us/op
+# sys_us/op, and bytes iterations min_us median_us p99_us p99.9_us max_us user_us/op sys_us/op.
 COLUMNS = {
     ("perftest", "bw"): {"bw": 4, "rate": 5},
     ("perftest", "lat"): {"min": 3, "max": 4, "med": 5, "p99": 8, "p999": 9},
-    ("ours", "bw"): {"bw": 3, "rate": 4, "cpu": 5},
-    ("ours", "lat"): {"min": 3, "med": 4, "p99": 5, "p999": 6, "max": 7, "cpu": 8},
+    ("ours", "bw"): {"bw": 3, "rate": 5, "user": 6, "sys": 7},
+    ("ours", "lat"): {"min": 3, "med": 4, "p99": 5, "p999": 6, "max": 7, "user": 8, "sys": 9},
 }
-MEASUREMENTS = ["bw", "rate", "min", "med", "p99", "p999", "max", "cpu"]
+MEASUREMENTS = ["bw", "rate", "min", "med", "p99", "p999", "max", "user", "sys"]
+
+# What each tool really used, from its own log: perftest prints its parameters ("Max inline data :
+# 0[B]", "CQ Moderation : 100"; it disables inline on devices it does not recognise, rxe among them),
+# rdma_bench its step 3 ("signal every 100, inline up to 0 bytes").
+PERFTEST_INLINE = re.compile(r"Max inline data\s*:\s*([0-9]+)")
+PERFTEST_CQ_MOD = re.compile(r"CQ Moderation\s*:\s*([0-9]+)")
+OURS_SETTINGS = re.compile(r"signal every ([0-9]+), inline up to ([0-9]+) bytes")
 
 
 def result_row(text):
@@ -44,20 +59,30 @@ def result_row(text):
     return rows[-1] if rows else None
 
 
-def csv_line(tool, test, size, iters, pair, knob, value, text):
+def settings(tool, text):
+    """(inline size, CQ moderation) the run really used, as strings; "" where the log does not say."""
+    if tool == "perftest":
+        inline, cq_mod = PERFTEST_INLINE.search(text), PERFTEST_CQ_MOD.search(text)
+        return (inline.group(1) if inline else "", cq_mod.group(1) if cq_mod else "")
+    m = OURS_SETTINGS.search(text)
+    return (m.group(2), m.group(1)) if m else ("", "")
+
+
+def csv_line(tool, test, size, iters, pair, knob, value, wait, first, text):
     """The results.csv line of one run (TEST such as write_bw), or None when TEXT holds no result."""
     row = result_row(text)
     if row is None:
         return None
     columns = COLUMNS.get((tool, test.split("_", 1)[-1]), {})
     measured = {m: (row[columns[m] - 1] if m in columns and columns[m] <= len(row) else "") for m in MEASUREMENTS}
-    return ",".join([tool, test, size, iters, pair, knob, value] + [measured[m] for m in MEASUREMENTS])
+    return ",".join([tool, test, size, iters, pair, knob, value, wait, first, *settings(tool, text)] +
+                    [measured[m] for m in MEASUREMENTS])
 
 
-def add_run(csv_path, tool, test, size, iters, pair, knob, value, path):
+def add_run(csv_path, tool, test, size, iters, pair, knob, value, wait, first, path):
     with open(path, errors="replace") as f:
         text = f.read()
-    line = csv_line(tool, test, size, iters, pair, knob, value, text)
+    line = csv_line(tool, test, size, iters, pair, knob, value, wait, first, text)
     if line is None:
         print(f"bench: no result in {path}:", file=sys.stderr)
         sys.stderr.write("".join(text.splitlines(keepends=True)[-5:]))
@@ -66,7 +91,20 @@ def add_run(csv_path, tool, test, size, iters, pair, knob, value, path):
         f.write(line + "\n")
     return 0
 
-TESTS = ["write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat", "atomic_bw", "atomic_lat"]
+# (cas_*: ib_atomic_* -A CMP_AND_SWAP beside rdma_bench --op atomic --atomic cas)
+TESTS = ["write_bw", "write_lat", "read_bw", "read_lat", "send_bw", "send_lat", "atomic_bw", "atomic_lat", "cas_bw",
+         "cas_lat"]
+
+# Two-sided: a ratio more than 5% away from 1, in either direction, means the tools do not do the same
+# work, or one of them does it worse.
+TOLERANCE = 0.05
+# Message rate, not MB/s, below this size: at 2 B, MB/s has too few digits to compare.
+RATE_BELOW = 4096
+MIN_RUNS = 3
+# Latency tests that are ping-pongs between two busy-polling processes (READ and atomics are round trips
+# the requester alone waits for): under single-threaded TCG each half waits for the emulator to switch
+# vCPUs.
+PING_PONGS = ("write_lat", "send_lat")
 
 
 def num(v):
@@ -78,45 +116,154 @@ def load(path):
         return list(csv.DictReader(f))
 
 
+def values(rows, field):
+    return [num(r[field]) for r in rows if num(r.get(field)) is not None]
+
+
 def median_of(rows, field):
-    vals = [num(r[field]) for r in rows if num(r[field]) is not None]
+    vals = values(rows, field)
     return statistics.median(vals) if vals else None
 
 
+def spread(vals):
+    """(min, median, max) of VALS; None when there are none."""
+    return (min(vals), statistics.median(vals), max(vals)) if vals else None
+
+
+def verdict(theirs, ours, tolerance=TOLERANCE, min_runs=MIN_RUNS):
+    """Compare two lists of runs. Returns (ratio of the medians, lowest and highest ratio the runs allow,
+    verdict). The verdict is "same" or "DIFFERS" only when every pairing of the runs agrees (the range
+    min(ours)/max(theirs) .. max(ours)/min(theirs) lies wholly inside, or wholly outside, 1 +- tolerance);
+    otherwise the runs straddle the target and the verdict is "noise"."""
+    if not theirs or not ours or min(theirs) <= 0:
+        return None, None, None, "n/a"
+    ratio = statistics.median(ours) / statistics.median(theirs)
+    lo, hi = min(ours) / max(theirs), max(ours) / min(theirs)
+    if min(len(theirs), len(ours)) < min_runs:
+        return ratio, lo, hi, f"too few runs (<{min_runs})"
+    if abs(ratio - 1) <= tolerance:
+        same = 1 - tolerance <= lo and hi <= 1 + tolerance
+        return ratio, lo, hi, "same" if same else "noise"
+    apart = lo > 1 + tolerance or hi < 1 - tolerance
+    return ratio, lo, hi, "DIFFERS" if apart else "noise"
+
+
 def comparison(rows):
-    """(test, size) -> {tool: [rows]} for the perftest-vs-ours points (no knob)."""
+    """(test, size, wait) -> {tool: [rows]} for the perftest-vs-ours points (no knob)."""
     pts = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r["knob"] == "":
-            pts[(r["test"], int(r["size"]))][r["tool"]].append(r)
+            pts[(r["test"], int(r["size"]), r.get("wait") or "busy")][r["tool"]].append(r)
     return pts
 
 
-def table(rows):
+def metric(test, size):
+    """(name, field) of the one figure a point is judged by."""
+    if test.endswith("_lat"):
+        return "median us", "lat_median_us"
+    return ("Mmsg/s", "rate_Mmsgps") if size < RATE_BELOW else ("MB/s", "bw_MBps")
+
+
+def fmt(v):
+    return "-" if v is None else f"{v:.4g}"
+
+
+def used(rows):
+    """What the runs really used: "inline,cq_mod" (one value, or every distinct one joined by /)."""
+    def one(field):
+        vals = sorted({r.get(field) or "-" for r in rows})
+        return "/".join(vals) if vals else "-"
+    return f"{one('inline')},{one('cq_mod')}"
+
+
+def table(rows, tcg=False):
     lines = []
-    hdr = f"{'test':<11}{'bytes':>8}  {'metric':<13}{'perftest':>11}{'ours':>11}{'ratio':>8}  {'target':<12}{'pairs':>5}"
+    hdr = (f"{'test':<11}{'bytes':>6} {'wait':<7}{'metric':<10}{'perftest min/med/max':>24}  {'ours min/med/max':>24}"
+           f"{'ratio':>7} {'range':>11}  {'verdict':<9}{'runs':>5}  {'I,Q perftest|ours'}")
     lines += [hdr, "-" * len(hdr)]
     summary = []
     pts = comparison(rows)
-    for (test, size) in sorted(pts, key=lambda k: (TESTS.index(k[0]) if k[0] in TESTS else 99, k[1])):
-        tools = pts[(test, size)]
+    order = lambda k: (TESTS.index(k[0]) if k[0] in TESTS else 99, k[1], k[2])
+    for (test, size, wait) in sorted(pts, key=order):
+        tools = pts[(test, size, wait)]
         pt, us = tools.get("perftest", []), tools.get("ours", [])
-        metrics = [("MB/s", "bw_MBps", True), ("Mmsg/s", "rate_Mmsgps", True)] if test.endswith("_bw") else \
-                  [("median us", "lat_median_us", False), ("p99 us", "lat_p99_us", False)]
-        for name, field, higher_better in metrics:
-            a, b = median_of(pt, field), median_of(us, field)
-            ratio = b / a if a and b is not None else None
-            if ratio is None:
-                verdict = "n/a"
-            elif higher_better:
-                verdict = "met (>=0.95)" if ratio >= 0.95 else f"MISSED {ratio:.2f}"
-            else:
-                verdict = "met (<=1.05)" if ratio <= 1.05 else f"MISSED {ratio:.2f}"
-            fmt = lambda v: "-" if v is None else (f"{v:.4f}" if v < 1 else f"{v:.2f}")
-            lines.append(f"{test:<11}{size:>8}  {name:<13}{fmt(a):>11}{fmt(b):>11}"
-                         f"{'-' if ratio is None else f'{ratio:.2f}':>8}  {verdict:<12}{min(len(pt), len(us)):>5}")
-            summary.append([test, size, name, a, b, ratio, verdict])
+        name, field = metric(test, size)
+        a, b = spread(values(pt, field)), spread(values(us, field))
+        ratio, lo, hi, say = verdict(values(pt, field), values(us, field))
+        show = lambda t: "-" if t is None else "/".join(fmt(v) for v in t)
+        mark = "*" if tcg and wait == "busy" and test in PING_PONGS else ""
+        lines.append(f"{test:<11}{size:>6} {wait + mark:<7}{name:<10}{show(a):>24}  {show(b):>24}"
+                     f"{'-' if ratio is None else f'{ratio:.2f}':>7} "
+                     f"{'-' if lo is None else f'{lo:.2f}-{hi:.2f}':>11}  {say:<9}{min(len(pt), len(us)):>5}"
+                     f"  {used(pt)}|{used(us)}")
+        summary.append([test, size, wait, name, *(a or (None,) * 3), *(b or (None,) * 3), ratio, lo, hi, say])
+    if tcg:
+        lines.append("* a busy-polling ping-pong under single-threaded TCG: it measures the emulator's switch between "
+                     "the two vCPUs (about 2 ms), not RDMA")
     return lines, summary
+
+
+PROFILE_HEADER = "tool,test,size,wait,counter,iters,count"
+CALLGRIND_TOTAL = re.compile(r"Collected\s*:\s*([0-9]+)")
+
+
+def count_of(counter, text):
+    """The total of one counted run: callgrind's "Collected : N" (user-space instructions), or the calls
+    of strace -c's "total" line (system calls); None when TEXT holds none."""
+    if counter == "instructions":
+        m = CALLGRIND_TOTAL.search(text)
+        return int(m.group(1)) if m else None
+    for line in reversed(text.splitlines()):
+        fields = line.split()
+        if len(fields) >= 5 and fields[-1] == "total":
+            return int(fields[3])
+    return None
+
+
+def add_count(csv_path, tool, test, size, wait, counter, iters, path):
+    with open(path, errors="replace") as f:
+        count = count_of(counter, f.read())
+    if count is None:
+        print(f"bench: no {counter} count in {path}", file=sys.stderr)
+        return 1
+    with open(csv_path, "a") as f:
+        f.write(f"{tool},{test},{size},{wait},{counter},{iters},{count}\n")
+    return 0
+
+
+def per_operation(rows):
+    """(test, size, wait) -> {(tool, counter): count per operation}: the difference between the runs
+    with the most and the fewest iterations over the difference of the iterations (the set-up cancels)."""
+    runs = defaultdict(dict)
+    for r in rows:
+        runs[(r["test"], int(r["size"]), r["wait"], r["tool"], r["counter"])][int(r["iters"])] = int(r["count"])
+    out = defaultdict(dict)
+    for (test, size, wait, tool, counter), by_iters in runs.items():
+        if len(by_iters) >= 2:
+            few, many = min(by_iters), max(by_iters)
+            out[(test, size, wait)][(tool, counter)] = (by_iters[many] - by_iters[few]) / (many - few)
+    return out
+
+
+def profile_table(rows):
+    """The counts per operation: instructions (target: ours <= perftest's) and system calls."""
+    hdr = (f"{'test':<11}{'bytes':>6} {'wait':<7}{'instr perftest':>15}{'ours':>8}{'ratio':>7}  {'target':<13}"
+           f"{'syscalls perftest':>18}{'ours':>8}")
+    lines = [hdr, "-" * len(hdr)]
+    counts = per_operation(rows)
+    one = lambda v: "-" if v is None else f"{v:.0f}" if v >= 10 else f"{v:.2f}"
+    for key in sorted(counts, key=lambda k: (k[2], TESTS.index(k[0]) if k[0] in TESTS else 99, k[1])):
+        c = counts[key]
+        a, b = c.get(("perftest", "instructions")), c.get(("ours", "instructions"))
+        if a is not None and b is not None and (a <= 0 or b <= 0):
+            ratio, target = None, "unsteady" # the longer run counted fewer: the set-up varied more than that
+        else:
+            ratio = b / a if a and b is not None else None
+            target = "n/a" if ratio is None else "met (<=)" if b <= a else f"MISSED {ratio:.2f}"
+        lines.append(f"{key[0]:<11}{key[1]:>6} {key[2]:<7}{one(a):>15}{one(b):>8}"
+                     f"{'-' if ratio is None else f'{ratio:.2f}':>7}  {target:<13}"
+                     f"{one(c.get(('perftest', 'syscalls'))):>18}{one(c.get(('ours', 'syscalls'))):>8}")
+    return lines
 
 
 def knob_table(rows):
@@ -127,13 +274,11 @@ def knob_table(rows):
     lines = []
     for (knob, test, size), vals in groups.items():
         lines.append(f"--{knob} ({test}, {size} B):")
+        name, field = metric(test, size)
         for value, rs in vals.items():
-            if test.endswith("_bw"):
-                lines.append(f"    {value:>8}: {median_of(rs, 'bw_MBps'):10.2f} MB/s {median_of(rs, 'rate_Mmsgps'):10.6f} Mmsg/s"
-                             f"  CPU {median_of(rs, 'cpu_us_per_op'):9.3f} us/op")
-            else:
-                lines.append(f"    {value:>8}: median {median_of(rs, 'lat_median_us'):9.2f} us, p99 {median_of(rs, 'lat_p99_us'):9.2f} us"
-                             f"  CPU {median_of(rs, 'cpu_us_per_op'):9.3f} us/op")
+            lo, med, hi = spread(values(rs, field))
+            lines.append(f"    {value:>8}: {name} {fmt(med):>8} [{fmt(lo)}-{fmt(hi)}]  user {median_of(rs, 'user_us_per_op'):9.3f}"
+                         f" sys {median_of(rs, 'sys_us_per_op'):9.3f} us/op  ({len(rs)} runs)")
     return lines, groups
 
 
@@ -220,7 +365,8 @@ def plots(rows, outdir, groups):
                                       ("write_lat", "lat_median_us", "median latency, us", "lat_vs_size.svg")]:
         series = []
         for tool, label in [("perftest", f"perftest ib_{test}"), ("ours", f"rdma_bench {test}")]:
-            series.append((label, [(size, median_of(t[tool], field)) for (tst, size), t in pts.items() if tst == test and t.get(tool)]))
+            series.append((label, [(size, median_of(t[tool], field)) for (tst, size, wait), t in pts.items()
+                                   if tst == test and wait == "busy" and t.get(tool)]))
         if any(p for _, p in series):
             svg_chart(os.path.join(outdir, name), f"{test}: perftest and rdma_bench (medians)", "message size, bytes",
                       ylabel, series, logx=True)
@@ -228,9 +374,8 @@ def plots(rows, outdir, groups):
     for (knob, test, size), vals in groups.items():
         order = list(vals.keys())
         bw = test.endswith("_bw")
-        field = "bw_MBps" if bw else "lat_median_us"
-        series = [("MB/s" if bw else "median latency, us", [(i, median_of(vals[v], field)) for i, v in enumerate(order)]),
-                  ("CPU us/op", [(i, median_of(vals[v], "cpu_us_per_op")) for i, v in enumerate(order)])]
+        name, field = metric(test, size)
+        series = [(name if bw else "median latency, us", [(i, median_of(vals[v], field)) for i, v in enumerate(order)])]
         name = f"knob_{knob}_{test}.svg"
         svg_chart(os.path.join(outdir, name), f"--{knob}: {test}, {size} B (rdma_bench, medians)", f"--{knob}",
                   "value", series, categorical=order)
@@ -239,26 +384,38 @@ def plots(rows, outdir, groups):
 
 
 def main():
-    if sys.argv[1:2] == ["--start"] and len(sys.argv) == 3:
+    headers = {"--start": CSV_HEADER, "--start-profile": PROFILE_HEADER}
+    if sys.argv[1:2] and sys.argv[1] in headers and len(sys.argv) == 3:
         with open(sys.argv[2], "w") as f:
-            f.write(CSV_HEADER + "\n")
+            f.write(headers[sys.argv[1]] + "\n")
         return 0
-    if sys.argv[1:2] == ["--add"] and len(sys.argv) == 11:
+    if sys.argv[1:2] == ["--add"] and len(sys.argv) == 13:
         return add_run(*sys.argv[2:])
+    if sys.argv[1:2] == ["--add-count"] and len(sys.argv) == 10:
+        return add_count(*sys.argv[2:])
+    if sys.argv[1:2] == ["--inline"] and len(sys.argv) == 3:
+        with open(sys.argv[2], errors="replace") as f:
+            print(settings("perftest", f.read())[0])
+        return 0
     if len(sys.argv) != 2:
         print("usage: report.py DIR (with DIR/results.csv)", file=sys.stderr)
         return 2
     outdir = sys.argv[1]
-    rows = load(os.path.join(outdir, "results.csv"))
-    lines, summary = table(rows)
-    klines, groups = knob_table(rows)
+    rows = load(os.path.join(outdir, "results.csv")) if os.path.exists(os.path.join(outdir, "results.csv")) else []
     setup = open(os.path.join(outdir, "setup.txt")).read().rstrip("\n") + "\n" if os.path.exists(os.path.join(outdir, "setup.txt")) else ""
+    lines, summary = table(rows, tcg="TCG" in setup)
+    klines, groups = knob_table(rows)
     text = setup + "\n".join(lines) + "\n" + ("\nKnobs (rdma_bench alone):\n" + "\n".join(klines) + "\n" if klines else "")
+    profile_csv = os.path.join(outdir, "profile.csv")
+    if os.path.exists(profile_csv):
+        text += ("\nPer operation, perftest's client and rdma_bench's requester: user-space instructions (callgrind) "
+                 "and system calls (strace -c -f)\n" + "\n".join(profile_table(load(profile_csv))) + "\n")
     with open(os.path.join(outdir, "table.txt"), "w") as f:
         f.write(text)
     with open(os.path.join(outdir, "summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["test", "size", "metric", "perftest_median", "ours_median", "ratio", "target"])
+        w.writerow(["test", "size", "wait", "metric", "perftest_min", "perftest_median", "perftest_max", "ours_min",
+                    "ours_median", "ours_max", "ratio", "ratio_low", "ratio_high", "verdict"])
         w.writerows(summary)
     written = plots(rows, outdir, groups)
     print(text, end="")

@@ -53,10 +53,14 @@ void run_bw_phase(Loop &loop, std::uint32_t size, std::uint64_t count)
 void measure_bw(Loop &loop, std::uint32_t size)
 {
     run_bw_phase(loop, size, static_cast<std::uint64_t>(loop.opt.warmup));
-    const double cpu0 = cpu_us();
+    const CpuTime cpu0 = cpu_us();
     const std::int64_t t0 = now_ns();
-    run_bw_phase(loop, size, loop.opt.iters);
-    print_bw_row(size, loop.opt.iters, now_ns() - t0, cpu_us() - cpu0);
+    std::uint64_t operations = 0;
+    do { // --duration: whole rounds of --iters until the time is up (perftest -D)
+        run_bw_phase(loop, size, loop.opt.iters);
+        operations += loop.opt.iters;
+    } while (now_ns() - t0 < static_cast<std::int64_t>(loop.opt.duration_s) * 1000000000);
+    print_bw_row(size, operations, now_ns() - t0, cpu_us() - cpu0, loop.opt.csv);
 }
 
 //! [lat_loop]
@@ -68,7 +72,7 @@ void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
     const bool ping_pong = loop.opt.op == Op::write || loop.opt.op == Op::write_imm || loop.opt.op == Op::send;
     const std::uint64_t first = loop.sq.posted, last = first + loop.opt.per_size() - 1;
     std::vector<double> ns;
-    double cpu0 = cpu_us();
+    CpuTime cpu0 = cpu_us();
     for (std::uint64_t k = 0; k < loop.opt.per_size(); ++k, ++tag) {
         if (k == static_cast<std::uint64_t>(loop.opt.warmup))
             cpu0 = cpu_us();
@@ -80,7 +84,7 @@ void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
             loop.buf[size - 1] = t; // the responder watches this byte; it answers by writing ours
         post_chain(loop, 1, size, first, last);
         if (loop.opt.op == Op::write)
-            wait_for_byte(loop.landing + size - 1, t, loop.waiter.timeout_s());
+            wait_for_byte(loop.landing + size - 1, t, loop.waiter.timeout_s(), loop.waiter.yields());
         else if (ping_pong)
             while (take_completions(loop, "the responder's answer") == 0) {
             }
@@ -91,12 +95,12 @@ void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
         if (k >= static_cast<std::uint64_t>(loop.opt.warmup))
             ns.push_back(static_cast<double>(t1 - t0) / (ping_pong ? 2 : 1));
     }
-    const double cpu = cpu_us() - cpu0;
+    const CpuTime cpu = cpu_us() - cpu0;
     while (loop.sq.done < loop.sq.posted)
         take_completions(loop, "the last completions");
     if (loop.opt.op == Op::write)
         loop.buf[size - 1] = pattern(size - 1);
-    print_lat_row(size, ns, cpu);
+    print_lat_row(size, ns, cpu, loop.opt.csv);
 }
 //! [lat_loop]
 
@@ -154,7 +158,7 @@ static void run(const Args &args, const Options &o)
 
     // READ and atomics bring the responder's data to us: their scatter/gather list is the landing region.
     const bool fetches = o.op == Op::read || o.op == Op::atomic;
-    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s), operation_wr(o.op, peer),
+    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield), operation_wr(o.op, o.cas, peer),
            fetches ? landing : out, landing, mr->lkey);
     if (o.mode == Mode::lat && fetches)
         loop.sq.cq_mod = 1; // a round trip is timed by its own completion: every one is signaled
@@ -169,7 +173,10 @@ static void run(const Args &args, const Options &o)
     step(5, "measure %s %s: %u iterations per size after %lld warm-up, %s polling, batches of %u, chains of %u",
          op_name(o.op), o.mode == Mode::bw ? "bandwidth" : "latency", o.iters, static_cast<long long>(o.warmup),
          o.events ? "event" : "busy", o.poll_batch, o.post_list);
-    o.mode == Mode::bw ? print_bw_header() : print_lat_header();
+    if (o.mode == Mode::bw)
+        print_bw_header(o.csv);
+    else
+        print_lat_header(o.csv);
     std::uint64_t tag = 0;
     for (std::uint32_t size : sizes)
         if (o.mode == Mode::bw)

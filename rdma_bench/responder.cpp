@@ -38,7 +38,7 @@ void answer_pings(Loop &loop)
         const std::uint64_t first = loop.sq.posted, last = first + loop.opt.per_size() - 1;
         for (std::uint64_t k = 0; k < loop.opt.per_size(); ++k, ++tag) {
             if (loop.opt.op == Op::write) // a WRITE gives us no completion: watch its last byte
-                wait_for_byte(loop.landing + size - 1, ping_tag(tag), loop.waiter.timeout_s());
+                wait_for_byte(loop.landing + size - 1, ping_tag(tag), loop.waiter.timeout_s(), loop.waiter.yields());
             else // (a ping may already have been taken while we waited for a send slot: count them)
                 while (loop.received <= tag)
                     take_completions(loop, "the requester's ping");
@@ -115,7 +115,7 @@ static void run(const Args &args, const Options &o)
     info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
          peer.length, peer.rkey);
 
-    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s), operation_wr(o.op, peer),
+    Loop loop(o, qp.get(), CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield), operation_wr(o.op, o.cas, peer),
            buf.data(), buf.data(), mr->lkey);
     loop.recvs_left = data_msgs + 1 - ahead;
     const bool ping_pong = o.mode == Mode::lat && (o.op == Op::write || two_sided);

@@ -1,6 +1,6 @@
 /**
  * @file stats.hpp
- * @brief The measuring tape: wall clock, CPU time (user + system), percentiles, the result tables.
+ * @brief The measuring tape: wall clock, CPU time (user and system apart), percentiles, the result tables.
  *
  * The tables print the way perftest's do (one row per size) so `./lab bench` can read both. MB/s is
  * perftest's: 2^20 bytes per second.
@@ -25,56 +25,74 @@ inline std::int64_t now_ns()
         .count();
 }
 
-/** @brief CPU time this process has used so far, user + system, in microseconds. @return the time */
-inline double cpu_us()
+/** @brief CPU time, in microseconds: in our own code and libraries (user), and in the kernel on our
+ *  behalf (system: the verbs calls that enter it, and on Soft-RoCE the packet work rxe does in them). */
+struct CpuTime {
+    double user = 0; ///< user-space microseconds
+    double sys = 0;  ///< kernel microseconds
+    /** @brief The time between two readings. @param earlier the first @return this - earlier */
+    CpuTime operator-(const CpuTime &earlier) const { return {user - earlier.user, sys - earlier.sys}; }
+};
+
+/** @brief CPU time this process has used so far (getrusage). @return user and system time apart */
+inline CpuTime cpu_us()
 {
     rusage ru{};
     getrusage(RUSAGE_SELF, &ru);
     auto us = [](const timeval &t) { return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec); };
-    return us(ru.ru_utime) + us(ru.ru_stime);
+    return {us(ru.ru_utime), us(ru.ru_stime)};
 }
 
-/** @brief Header of the bandwidth table. */
-inline void print_bw_header()
+/** @brief Header of the bandwidth table. @param csv comma-separated (--output csv) instead of aligned */
+inline void print_bw_header(bool csv)
 {
-    rdma_samples::result("%10s %11s %11s %11s %11s", "bytes", "iterations", "MB/s", "Mmsg/s", "CPU_us/op");
+    rdma_samples::result(csv ? "%s,%s,%s,%s,%s,%s,%s" : "%10s %11s %11s %11s %11s %11s %11s", "bytes", "iterations", "MB/s",
+                         "Gb/s", "Mmsg/s", "user_us/op", "sys_us/op");
 }
 
 /**
  * @brief One row of the bandwidth table.
  * @param size,iters message size and timed operations
  * @param ns     wall time of the timed operations
- * @param cpu    CPU microseconds they took
+ * @param cpu    CPU time they took
+ * @param csv    comma-separated (--output csv) instead of aligned
  */
-inline void print_bw_row(std::uint32_t size, std::uint32_t iters, std::int64_t ns, double cpu)
+inline void print_bw_row(std::uint32_t size, std::uint64_t iters, std::int64_t ns, CpuTime cpu, bool csv)
 {
     const double s = static_cast<double>(ns) / 1e9;
-    rdma_samples::result("%10u %11u %11.2f %11.6f %11.3f", size, iters,
-                         static_cast<double>(size) * iters / s / (1024.0 * 1024.0), iters / s / 1e6, cpu / iters);
+    const double n = static_cast<double>(iters);
+    const double bytes = static_cast<double>(size) * n;
+    // MB/s is perftest's MiB/s (2^20 bytes); Gb/s is perftest's --report_gbits (10^9 bits).
+    rdma_samples::result(csv ? "%u,%llu,%.2f,%.4f,%.6f,%.3f,%.3f" : "%10u %11llu %11.2f %11.4f %11.6f %11.3f %11.3f", size,
+                         static_cast<unsigned long long>(iters),
+                         bytes / s / (1024.0 * 1024.0), bytes * 8 / s / 1e9, n / s / 1e6, cpu.user / n, cpu.sys / n);
 }
 
-/** @brief Header of the latency table. */
-inline void print_lat_header()
+/** @brief Header of the latency table. @param csv comma-separated (--output csv) instead of aligned */
+inline void print_lat_header(bool csv)
 {
-    rdma_samples::result("%10s %11s %9s %9s %9s %9s %9s %11s", "bytes", "iterations", "min_us", "median_us", "p99_us",
-                         "p99.9_us", "max_us", "CPU_us/op");
+    rdma_samples::result(csv ? "%s,%s,%s,%s,%s,%s,%s,%s,%s" : "%10s %11s %9s %9s %9s %9s %9s %11s %11s", "bytes",
+                         "iterations", "min_us", "median_us", "p99_us", "p99.9_us", "max_us", "user_us/op", "sys_us/op");
 }
 
 /**
  * @brief One row of the latency table: nearest-rank percentiles of @p ns (sorted here).
  * @param size  message size
  * @param ns    one latency per timed operation, in nanoseconds
- * @param cpu   CPU microseconds the timed operations took
+ * @param cpu   CPU time the timed operations took
+ * @param csv   comma-separated (--output csv) instead of aligned
  */
-inline void print_lat_row(std::uint32_t size, std::vector<double> &ns, double cpu)
+inline void print_lat_row(std::uint32_t size, std::vector<double> &ns, CpuTime cpu, bool csv)
 {
     std::sort(ns.begin(), ns.end());
     auto pct = [&](double q) {
         std::size_t rank = static_cast<std::size_t>(q * static_cast<double>(ns.size()) + 0.999999);
         return ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)] / 1000.0;
     };
-    rdma_samples::result("%10u %11zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.3f", size, ns.size(), ns.front() / 1000.0,
-                         pct(0.5), pct(0.99), pct(0.999), ns.back() / 1000.0, cpu / static_cast<double>(ns.size()));
+    const auto n = static_cast<double>(ns.size());
+    rdma_samples::result(csv ? "%u,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f" : "%10u %11zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.3f %11.3f",
+                         size, ns.size(), ns.front() / 1000.0,
+                         pct(0.5), pct(0.99), pct(0.999), ns.back() / 1000.0, cpu.user / n, cpu.sys / n);
 }
 
 /** @brief The byte a verified buffer holds at offset @p i. @param i offset @return the byte */

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""rdma_bench/test_report.py: report.py reads perftest's and rdma_bench's output as bench did in shell.
+"""rdma_bench/test_report.py: report.py reads perftest's and rdma_bench's output, and judges them.
 
 The saved outputs are in rdma_bench/testdata/: real runs of `./lab bench --quick --pairs 1` in the
 Soft-RoCE VM (perftest's rows hold tabs), and a perftest client that found no server. Run by meson test (suite unit), or by itself.
@@ -21,29 +21,110 @@ def saved(name):
 
 class CsvLine(unittest.TestCase):
     def line(self, tool, test, name, knob="", value=""):
-        return report.csv_line(tool, test, "64", "500", "1", knob, value, saved(name))
+        return report.csv_line(tool, test, "64", "500", "1", knob, value, "busy", "1", saved(name))
 
     def test_each_tool_and_mode_takes_its_columns(self):
-        # perftest: the average bandwidth and the message rate; min, typical, the percentiles and max.
-        # rdma_bench: the same measurements and its CPU time per operation.
+        # perftest: what it really used (inline, CQ moderation), the average bandwidth and the message
+        # rate; min, typical, the percentiles and max. rdma_bench: the same, and its user and system
+        # time per operation.
         for tool, test, name, knob, value, expected in [
-            ("perftest", "write_bw", "perftest_write_bw.txt", "", "", "0.01,0.003952,,,,,,"),
-            ("perftest", "write_lat", "perftest_write_lat.txt", "", "", ",,319.19,2380.78,6515.29,6515.29,6515.29,"),
-            ("perftest", "atomic_lat", "perftest_atomic_lat.txt", "", "", ",,13.06,13.20,68.66,68.66,68.66,"),
-            ("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4", "0.10,0.053673,,,,,,21.800"),
-            ("ours", "send_lat", "ours_send_lat.txt", "", "", ",,336.40,1998.44,3723.51,3723.51,3723.51,3988.620"),
+            ("perftest", "write_bw", "perftest_write_bw.txt", "", "", "0,50,0.01,0.003952,,,,,,,"),
+            ("perftest", "write_lat", "perftest_write_lat.txt", "", "", "0,,,,319.19,2380.78,6515.29,6515.29,6515.29,,"),
+            ("perftest", "atomic_lat", "perftest_atomic_lat.txt", "", "", ",,,,13.06,13.20,68.66,68.66,68.66,,"),
+            ("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4", "0,100,0.10,0.054153,,,,,,11.320,9.700"),
+            ("ours", "send_lat", "ours_send_lat.txt", "", "", "0,1,,,1772.16,1999.19,8175.09,8175.09,8175.09,4108.560,123.440"),
         ]:
             with self.subTest(name):
                 self.assertEqual(self.line(tool, test, name, knob, value),
-                                 f"{tool},{test},64,500,1,{knob},{value},{expected}")
+                                 f"{tool},{test},64,500,1,{knob},{value},busy,1,{expected}")
+
+    def test_a_nan_standard_deviation_still_gives_the_row(self):
+        self.assertEqual(self.line("perftest", "write_lat", "perftest_write_lat_nan.txt"),
+                         "perftest,write_lat,64,500,1,,,busy,1,0,,,,344.36,2893.96,8880.31,217915.19,217915.19,,")
 
     def test_no_numeric_row_is_no_result(self):
         self.assertIsNone(self.line("perftest", "atomic_bw", "perftest_failed.txt"))
 
     def test_the_last_numeric_row_counts(self):
         text = " 2 10 1.0 2.0 0.5\n 2 10 3.0 4.0 0.25\n"
-        self.assertEqual(report.csv_line("perftest", "send_bw", "2", "10", "1", "", "", text),
-                         "perftest,send_bw,2,10,1,,,4.0,0.25,,,,,,")
+        self.assertEqual(report.csv_line("perftest", "send_bw", "2", "10", "1", "", "", "events", "0", text),
+                         "perftest,send_bw,2,10,1,,,events,0,,,4.0,0.25,,,,,,,")
+
+    def test_perftest_inline_size_is_read_from_its_log(self):
+        # rxe is a device perftest does not recognise: it disables inline, whatever -I said.
+        self.assertEqual(report.settings("perftest", saved("perftest_write_lat.txt")), ("0", ""))
+        self.assertEqual(report.settings("perftest", saved("perftest_failed.txt")), ("", ""))
+
+
+class Verdict(unittest.TestCase):
+    def test_within_five_percent_with_a_tight_spread_is_same(self):
+        ratio, lo, hi, say = report.verdict([1.00, 1.01, 0.99], [1.02, 1.01, 1.00])
+        self.assertAlmostEqual(ratio, 1.01 / 1.00)
+        self.assertEqual(say, "same")
+        self.assertTrue(0.95 <= lo <= hi <= 1.05)
+
+    def test_far_above_or_below_is_differs_both_ways(self):
+        # Faster is not "met": 3x the other tool's rate means the two did not do the same work.
+        self.assertEqual(report.verdict([1.0, 1.0, 1.0], [3.2, 3.1, 3.3])[3], "DIFFERS")
+        self.assertEqual(report.verdict([1.0, 1.0, 1.0], [0.7, 0.8, 0.75])[3], "DIFFERS")
+
+    def test_a_spread_that_straddles_the_target_is_noise(self):
+        # The medians agree, but one pairing of runs is 1.7x apart: not evidence of "same".
+        self.assertEqual(report.verdict([0.0336, 0.0537, 0.0569], [0.054, 0.055, 0.056])[3], "noise")
+        # The medians are 10% apart, but the runs overlap the target: not evidence of "DIFFERS".
+        self.assertEqual(report.verdict([1.0, 1.0, 1.0], [1.0, 1.1, 1.2])[3], "noise")
+
+    def test_fewer_than_three_runs_get_no_verdict(self):
+        self.assertEqual(report.verdict([1.0], [1.0])[3], "too few runs (<3)")
+        self.assertEqual(report.verdict([], [1.0])[3], "n/a")
+
+    def test_spread_is_min_median_max(self):
+        self.assertEqual(report.spread([3.0, 1.0, 2.0, 10.0]), (1.0, 2.5, 10.0))
+        self.assertIsNone(report.spread([]))
+
+    def test_small_sizes_are_judged_by_message_rate(self):
+        self.assertEqual(report.metric("write_bw", 2), ("Mmsg/s", "rate_Mmsgps"))
+        self.assertEqual(report.metric("write_bw", 65536), ("MB/s", "bw_MBps"))
+        self.assertEqual(report.metric("send_lat", 2), ("median us", "lat_median_us"))
+
+
+class Table(unittest.TestCase):
+    def rows(self, tool, test, wait, vals, inline="0"):
+        return [dict(tool=tool, test=test, size="2", knob="", value="", wait=wait, inline=inline, cq_mod="1",
+                     lat_median_us=str(v), rate_Mmsgps="", bw_MBps="") for v in vals]
+
+    def test_a_row_shows_both_spreads_the_ratio_and_what_each_tool_used(self):
+        rows = (self.rows("perftest", "send_lat", "events", [50, 52, 51]) +
+                self.rows("ours", "send_lat", "events", [51, 50, 52]) +
+                self.rows("perftest", "send_lat", "busy", [2000, 2000, 1999]) +
+                self.rows("ours", "send_lat", "busy", [1998, 1999, 2000]))
+        lines, summary = report.table(rows, tcg=True)
+        self.assertRegex(lines[2], r"^send_lat +2 busy\* +median us +1999/2000/2000 +1998/1999/2000 +1\.00 +1\.00-1\.00 +same ")
+        self.assertRegex(lines[3], r"^send_lat +2 events +median us +50/51/52 +50/51/52 +1\.00 +0\.96-1\.04 +same +3  0,1\|0,1$")
+        self.assertIn("vCPU", lines[-1])
+        self.assertEqual(summary[1][-1], "same")
+
+
+class Counts(unittest.TestCase):
+    def test_callgrind_and_strace_totals(self):
+        # Real outputs (of /bin/true under callgrind, of ls under strace -f -c).
+        self.assertEqual(report.count_of("instructions", saved("callgrind_true.log")), 129814)
+        self.assertEqual(report.count_of("syscalls", saved("strace_c_ls.txt")), 144)
+        self.assertIsNone(report.count_of("syscalls", saved("perftest_failed.txt")))
+
+    def test_per_operation_is_the_difference_over_the_extra_iterations(self):
+        rows = [dict(tool="ours", test="read_lat", size="2", wait="busy", counter="instructions", iters=i, count=c)
+                for i, c in (("100", "1000000"), ("300", "1140000"))]
+        self.assertEqual(report.per_operation(rows)[("read_lat", 2, "busy")][("ours", "instructions")], 700)
+        rows += [dict(tool="perftest", test="read_lat", size="2", wait="busy", counter="instructions", iters=i, count=c)
+                 for i, c in (("100", "2000000"), ("300", "2131400"))]
+        lines = report.profile_table(rows)
+        self.assertRegex(lines[2], r"^read_lat +2 busy +657 +700 +1\.07  MISSED 1\.07")
+        rows += [dict(tool="perftest", test="send_lat", size="2", wait="events", counter="instructions", iters=i, count=c)
+                 for i, c in (("100", "2000000"), ("300", "1968114"))]
+        rows += [dict(tool="ours", test="send_lat", size="2", wait="events", counter="instructions", iters=i, count=c)
+                 for i, c in (("100", "1000000"), ("300", "1281000"))]
+        self.assertRegex(report.profile_table(rows)[3], r"^send_lat +2 events +-159\.43 +1405 +-  unsteady")
 
 
 class AddRun(unittest.TestCase):
@@ -52,14 +133,15 @@ class AddRun(unittest.TestCase):
             path = os.path.join(d, "results.csv")
             sys.argv = ["report.py", "--start", path]
             self.assertEqual(report.main(), 0)
-            status = report.add_run(path, "ours", "write_bw", "4096", "1000", "2", "", "",
+            status = report.add_run(path, "ours", "write_bw", "4096", "1000", "2", "", "", "busy", "0",
                                     os.path.join(HERE, "testdata", "ours_write_bw.txt"))
             self.assertEqual(status, 0)
             with open(path) as f:
-                self.assertEqual(f.read(), report.CSV_HEADER + "\nours,write_bw,4096,1000,2,,,0.10,0.053673,,,,,,21.800\n")
+                self.assertEqual(f.read(), report.CSV_HEADER +
+                                 "\nours,write_bw,4096,1000,2,,,busy,0,0,100,0.10,0.054153,,,,,,11.320,9.700\n")
             rows = report.load(path)
             self.assertEqual(rows[0]["bw_MBps"], "0.10")
-            self.assertEqual(rows[0]["cpu_us_per_op"], "21.800")
+            self.assertEqual(rows[0]["sys_us_per_op"], "9.700")
 
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ namespace rdma_bench {
 
 /**
  * @brief The requester's check: a READ brought the responder's pattern, a ping-pong brought ours back,
- * and the last fetch-and-add returned the count of the adds before it.
+ * and the last fetch-and-add (or compare-and-swap) returned the count of the atomics before it.
  * @param o       the knobs
  * @param landing where the responder's data landed
  */
@@ -31,7 +31,7 @@ inline void verify_requester(const Options &o, const char *landing)
     std::uint64_t fetched = 0;
     std::memcpy(&fetched, landing, sizeof fetched);
     if (o.op == Op::atomic && fetched != o.per_size() - 1)
-        throw rdma_samples::Error("the last fetch-and-add returned " + std::to_string(fetched) + ", expected " +
+        throw rdma_samples::Error(std::string("the last ") + (o.cas ? "compare-and-swap" : "fetch-and-add") + " returned " + std::to_string(fetched) + ", expected " +
                                       std::to_string(o.per_size() - 1),
                                   "another requester may share the responder's counter");
     const std::uint32_t n = o.op == Op::read ? last_size : echo ? last_size - 1 : 0;
@@ -39,7 +39,8 @@ inline void verify_requester(const Options &o, const char *landing)
         if (landing[i] != pattern(i))
             throw rdma_samples::Error("byte " + std::to_string(i) + " of what came back differs from what was sent",
                                       "the data was damaged or overwritten in flight");
-    rdma_samples::result("Verified: %s", o.op == Op::atomic ? "the counter went up by one per fetch-and-add"
+    rdma_samples::result("Verified: %s", o.op == Op::atomic ? o.cas ? "the counter went up by one per compare-and-swap"
+                                                           : "the counter went up by one per fetch-and-add"
                                          : n > 0           ? "the bytes that came back are the ones expected"
                                                            : "the responder checks what arrived");
 }
@@ -63,7 +64,9 @@ inline void verify_responder(const Loop &loop, std::uint64_t expected)
         throw rdma_samples::Error("the data in our memory is not what the requester sent (" + std::to_string(loop.received) +
                                       " messages of " + std::to_string(expected) + ", counter " + std::to_string(counter) + ")",
                                   "both sides must run with the same --op, --mode, --size/--all, --iters and --warmup");
-    rdma_samples::result("Verified: %s", o.op == Op::atomic ? "the counter holds one per fetch-and-add" : "every byte is as sent");
+    rdma_samples::result("Verified: %s", o.op != Op::atomic ? "every byte is as sent"
+                                         : o.cas            ? "the counter holds one per compare-and-swap"
+                                                            : "the counter holds one per fetch-and-add");
 }
 
 } // namespace rdma_bench

@@ -183,3 +183,19 @@ programs() {
     run -2 --separate-stderr "$recv" -ld /tmp/x
     assert_equal "$stderr" 'rdma_file_receiver: unknown flag "-ld" (see --help)'
 }
+
+@test "./lab bench: a bad command line is one line and exit status 2, before any VM boots" {
+    local bench=$RDMA_SAMPLES_SOURCE/rdma_bench/bench
+    run --separate-stderr "$bench" --out "$BATS_TEST_TMPDIR/b" --pairs 0
+    assert_equal "$status" 2
+    assert_equal "$stderr" "bench: --pairs takes a number (3 or more for medians)"
+    run --separate-stderr "$bench" --out "$BATS_TEST_TMPDIR/b" --vcpus 9
+    assert_equal "$status" 2
+    assert_equal "$stderr" "bench: --vcpus takes 1 to 8"
+    run --separate-stderr "$bench" --out "$BATS_TEST_TMPDIR/b" -g first
+    assert_equal "$status" 2
+    assert_equal "$stderr" "bench: -g takes a GID index"
+    run "$bench" --help
+    assert_success
+    assert_line --partial "--profile     only the counts"
+}

@@ -17,12 +17,12 @@ bench() {
 
 # assert_bw_rows N / assert_lat_rows N: the table has a header and N rows of numbers.
 assert_bw_rows() {
-    assert_line --regexp '^ +bytes +iterations +MB/s +Mmsg/s +CPU_us/op$'
-    assert_equal "$(grep -cE '^ +[0-9]+ +[0-9]+ +[0-9.]+ +[0-9.]+ +[0-9.]+$' <<<"$output")" "$1"
+    assert_line --regexp '^ +bytes +iterations +MB/s +Gb/s +Mmsg/s +user_us/op +sys_us/op$'
+    assert_equal "$(grep -cE '^ +[0-9]+ +[0-9]+( +[0-9.]+){5}$' <<<"$output")" "$1"
 }
 assert_lat_rows() {
-    assert_line --regexp '^ +bytes +iterations +min_us +median_us +p99_us +p99.9_us +max_us +CPU_us/op$'
-    assert_equal "$(grep -cE '^ +[0-9]+ +[0-9]+( +[0-9.]+){6}$' <<<"$output")" "$1"
+    assert_line --regexp '^ +bytes +iterations +min_us +median_us +p99_us +p99.9_us +max_us +user_us/op +sys_us/op$'
+    assert_equal "$(grep -cE '^ +[0-9]+ +[0-9]+( +[0-9.]+){7}$' <<<"$output")" "$1"
 }
 
 assert_both_verified() {
@@ -98,11 +98,60 @@ assert_both_verified() {
     assert_both_verified
 }
 
-@test "rdma_bench: --all measures every power of two from 2 B to 1 MiB" {
+@test "rdma_bench: atomic compare-and-swap bandwidth and latency, verified: every swap succeeded" {
+    bench --op atomic --atomic cas --mode bw --iters 20 --warmup 5 --tx-depth 8 --verify
+    assert_bw_rows 1
+    assert_line "Verified: the counter went up by one per compare-and-swap"
+    assert_both_verified
+    bench --op atomic --atomic cas --mode lat --iters 20 --verify
+    assert_lat_rows 1
+    assert_peer_line "Verified: the counter holds one per compare-and-swap"
+    assert_both_verified
+}
+
+@test "rdma_bench: busy polling without yielding (--no-yield, perftest's way), verified" {
+    bench --op send --mode lat --size 64 --iters 20 --no-yield --verify
+    assert_lat_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: --duration repeats rounds of --iters until the time is up (perftest -D)" {
+    bench --op write --mode bw --size 4096 --iters 50 --duration 2
+    assert_bw_rows 1
+    assert_line --regexp '^ +4096 +[0-9]*(00|50) '
+    assert_success
+}
+
+@test "rdma_bench: --duration 0, or with latency or SEND, is a usage error with a hint" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --duration 0
+    assert_equal "$stderr" "rdma_bench_requester: --duration 0: nothing would be measured
+hint: give --duration 1 or more, or leave it out"
+    run -2 --separate-stderr "$RESPONDER" $(responder_paths) --op send --duration 5
+    assert_regex "$stderr" "^rdma_bench_responder: --duration: only for --mode bw of write, read or atomic"
+    assert_regex "$stderr" "hint: give --iters N instead"
+}
+
+@test "rdma_bench: --output csv prints the result rows comma-separated, with a header" {
+    bench --op write --mode bw --size 4096 --iters 20 --tx-depth 8 --output csv
+    assert_success
+    assert_line "bytes,iterations,MB/s,Gb/s,Mmsg/s,user_us/op,sys_us/op"
+    assert_line --regexp '^4096,20(,[0-9.]+){5}$'
+    bench --op read --mode lat --size 64 --iters 20 --output csv
+    assert_line "bytes,iterations,min_us,median_us,p99_us,p99.9_us,max_us,user_us/op,sys_us/op"
+    assert_line --regexp '^64,20(,[0-9.]+){7}$'
+}
+
+@test "rdma_bench: --output other than table or csv is a usage error with a hint" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --output json
+    assert_equal "$stderr" 'rdma_bench_requester: --output: expected table or csv, got "json"
+hint: give --output table (aligned) or --output csv (comma-separated)'
+}
+
+@test "rdma_bench: --all measures every power of two from 2 B to 8 MiB" {
     bench --op write --mode bw --all --iters 2 --warmup 0 --tx-depth 4 --verify
-    assert_bw_rows 20
+    assert_bw_rows 23
     assert_line --regexp '^ +2 +2 '
-    assert_line --regexp '^ +1048576 +2 '
+    assert_line --regexp '^ +8388608 +2 '
     assert_both_verified
 }
 
@@ -127,9 +176,18 @@ hint: give --tx-depth 1 or more: 1 for latency, 128 is perftest's default for ba
 }
 
 @test "rdma_bench: a size above the memory region is a usage error with a hint" {
-    run -2 --separate-stderr "$RESPONDER" $(responder_paths) --size 2000000
-    assert_regex "$stderr" "^rdma_bench_responder: --size 2000000: larger than the 1048576-byte memory region"
-    assert_regex "$stderr" "hint: give --size 1048576 or less"
+    run -2 --separate-stderr "$RESPONDER" $(responder_paths) --size 9000000
+    assert_regex "$stderr" "^rdma_bench_responder: --size 9000000: larger than the 8388608-byte memory region"
+    assert_regex "$stderr" "hint: give --size 8388608 or less"
+}
+
+@test "rdma_bench: --atomic takes fadd or cas, and only with --op atomic: usage errors with a hint" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --op atomic --atomic swap
+    assert_equal "$stderr" 'rdma_bench_requester: --atomic: expected fadd or cas, got "swap"
+hint: give --atomic fadd (fetch-and-add) or --atomic cas (compare-and-swap)'
+    run -2 --separate-stderr "$RESPONDER" $(responder_paths) --op read --atomic cas
+    assert_equal "$stderr" "rdma_bench_responder: --atomic: only for --op atomic, not --op read
+hint: add --op atomic, or leave --atomic out"
 }
 
 @test "rdma_bench: signaling every N-th send with N above max_send_wr is a usage error with a hint" {
