@@ -156,7 +156,11 @@ bool sleep_on_channel(const Receiver &r, int cm_fd, int wait_ms, std::vector<ibv
         ibv_ack_cq_events(ev_cq, 1); // ... and acknowledge it: ibv_destroy_cq() waits for every one
         taken = take_completions(r); // then poll until empty; the next sleep re-arms
     }
-    if (fds[1].revents & POLLIN)
+    if (fds[1].revents & POLLIN) {
+        // The device raises the limit event as it takes a receive, before that message's completion:
+        // take the completions first (each refills its slot), then re-arm.
+        for (const ibv_wc &wc : take_completions(r))
+            taken.push_back(wc);
         for_each_async_event(r.ctx, [&](const ibv_async_event &ev) { // taken and acknowledged (async_events.cpp)
             if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && r.srq) {
                 info("IBV_EVENT_SRQ_LIMIT_REACHED: fewer than %u receives were left in the SRQ; refilled, re-armed",
@@ -166,6 +170,7 @@ bool sleep_on_channel(const Receiver &r, int cm_fd, int wait_ms, std::vector<ibv
                 info("async event: %s", async_event_name(ev.event_type));
             }
         });
+    }
     //! [sleep]
     return cm_fd >= 0 && (fds[2].revents & POLLIN);
 }
@@ -441,11 +446,11 @@ int main(int argc, char **argv)
                           "(perftest: --use_srq)", "off", [&](const std::string &) { opt.srq = true; }});
     spec.extra.push_back({"srq-size", "N", "receives in the SRQ, refilled as messages arrive (perftest: --rx-depth)",
                           "one per connection", [&](const std::string &v) {
-                              opt.srq_size = static_cast<std::uint32_t>(parse_number("--srq-size", v, 1, 1u << 20));
+                              opt.srq_size = static_cast<std::uint32_t>(parse_number("--srq-size", v, 1, 1u << 24));
                           }});
     spec.extra.push_back({"srq-limit", "N", "arm IBV_EVENT_SRQ_LIMIT_REACHED for when fewer than N receives are left",
                           "half the SRQ", [&](const std::string &v) {
-                              opt.srq_limit = static_cast<std::uint32_t>(parse_number("--srq-limit", v, 1, 1u << 20));
+                              opt.srq_limit = static_cast<std::uint32_t>(parse_number("--srq-limit", v, 1, 1u << 24));
                           }});
     spec.extra.push_back({"srq-hold-ms", "MS", "demonstration: keep the SRQ empty this long after the senders "
                           "connect, so their SENDs meet RNR NAKs (descriptor files only)", "", [&](const std::string &v) {

@@ -250,7 +250,7 @@ rnr_naks() { cat /sys/class/infiniband/*/ports/1/hw_counters/send_rnr_err 2>/dev
 }
 
 @test "rdma_multi_conn --srq: an SRQ larger than the device allows is refused with its limit" {
-    run -2 "$RECEIVE" --srq -nc 1 --srq-size 1048576 -t 2
+    run -2 "$RECEIVE" --srq -nc 1 --srq-size 16777216 -t 2
     assert_line --partial "receives in an SRQ (max_srq_wr)"
     assert_line --regexp "^hint: pass --srq-size [0-9]+ or less$"
 }
