@@ -454,7 +454,7 @@ int main(int argc, char **argv)
                           }});
     spec.extra.push_back({"srq-hold-ms", "MS", "demonstration: keep the SRQ empty this long after the senders "
                           "connect, so their SENDs meet RNR NAKs (descriptor files only)", "", [&](const std::string &v) {
-                              opt.srq_hold_ms = static_cast<int>(parse_number("--srq-hold-ms", v, 1, 600000));
+                              opt.srq_hold_ms = static_cast<int>(parse_number("--srq-hold-ms", v, 1, 60000));
                           }});
     return run_sample(spec, argc, argv, [&](const Args &args) {
         check_options(args, opt);
