@@ -1,11 +1,16 @@
 /**
  * @file receiver.cpp
- * @brief Many connections, receiver side: one RC QP per sender, one message on each, one shared CQ.
+ * @brief Many connections, receiver side: one RC QP per sender, one message on each, one shared CQ,
+ * and with --srq one shared receive queue for them all.
  *
  * RC is one QP per peer: talking to N peers means N QPs. They can share one protection domain, one
  * memory region and one completion queue; a completion says which QP it belongs to (wc.qp_num) and
- * carries the wr_id we chose when posting, here the connection's index. Every QP gets its receive
- * posted before its sender can reach it, so no sender ever meets "receiver not ready".
+ * carries the wr_id we chose when posting, here the buffer slot. Every receive is posted before its
+ * sender can reach it, so no sender ever meets "receiver not ready".
+ *
+ * With --srq the QPs keep no receives of their own: they all take from one shared receive queue (SRQ),
+ * one pool of --srq-size buffers that we refill as messages arrive, with an SRQ limit event that says
+ * when the pool runs low. Either way the receiver sleeps on a completion channel instead of spinning.
  *
  * Two ways to connect (see rdma_write for the single-QP versions of both):
  *  - descriptor files (-nc N): one file per connection, "<path>-0000", "<path>-0001", ...;
@@ -13,6 +18,7 @@
  *    rdma_multi_conn_send -cm -sa ADDR); with -sa it is one client of a sending server.
  */
 #include <rdma_samples/args.hpp>
+#include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
 #include <rdma_samples/cm_server.hpp>
@@ -26,31 +32,161 @@
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
+#include <poll.h>
+
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 #include <vector>
 
 using namespace rdma_samples;
 
-/** Print the message that completion @p wc brought; the connection is its wr_id. */
-static void print_message(const ibv_wc &wc, const Buffer &buf)
+namespace {
+
+/** The receiver's own flags. */
+struct Options {
+    bool srq = false;          ///< --srq: one shared receive queue for all connections
+    std::uint32_t srq_size = 0; ///< --srq-size: receives in the SRQ (0: one per connection)
+    std::uint32_t srq_limit = 0; ///< --srq-limit: the low-water mark (0: half the SRQ)
+    int srq_hold_ms = 0;       ///< --srq-hold-ms: demonstration, keep the SRQ empty this long
+};
+
+/** What every flow shares: where messages land, where receives are posted, where we sleep. */
+struct Receiver {
+    ibv_context *ctx;
+    ibv_cq *cq;
+    ibv_comp_channel *channel;
+    ibv_srq *srq;              ///< nullptr: each QP has its own receive queue
+    std::uint32_t srq_limit;   ///< the SRQ limit we arm, and re-arm after each event
+    const std::vector<QpPtr> &qps;
+    const Buffer &buf;
+    const ibv_mr *mr;
+};
+
+/** Post buffer slot @p slot as a receive: into the SRQ when there is one, else on @p qp. */
+void post_receive(const Receiver &r, ibv_qp *qp, std::uint64_t slot)
 {
-    const char *msg = buf.data() + wc.wr_id * max_message_length;
-    result("Got from sender: \"%.*s\", connection %llu", static_cast<int>(wc.byte_len), msg,
-           static_cast<unsigned long long>(wc.wr_id));
+    //! [post_recv]
+    ibv_sge sge{};
+    sge.addr = reinterpret_cast<std::uintptr_t>(r.buf.data() + slot * max_message_length);
+    sge.length = static_cast<std::uint32_t>(max_message_length);
+    sge.lkey = r.mr->lkey;
+    ibv_recv_wr wr{};
+    wr.wr_id = slot; // comes back in the completion: which slot holds the message
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr *bad_wr = nullptr;
+    if (r.srq) // shared: whichever QP's message comes first takes it
+        check_rc(ibv_post_srq_recv(r.srq, &wr, &bad_wr), "ibv_post_srq_recv(slot " + std::to_string(slot) + ")");
+    else
+        check_rc(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv(slot " + std::to_string(slot) + ")");
+    //! [post_recv]
 }
 
-/** Take every completion the CQ holds: print each message, note each failure. wr_id is the connection. */
-static void take_completions(ibv_cq *cq, const Buffer &buf, CmClients &clients)
+/** Which connection a completion belongs to: the index of the QP whose number it carries. */
+int connection_of(const Receiver &r, const ibv_wc &wc)
 {
+    for (std::size_t i = 0; i < r.qps.size(); ++i)
+        if (r.qps[i]->qp_num == wc.qp_num)
+            return static_cast<int>(i);
+    return -1;
+}
+
+/** Print the message that completion @p wc brought; wr_id is its slot, qp_num its connection. */
+void print_message(const Receiver &r, const ibv_wc &wc)
+{
+    const char *msg = r.buf.data() + wc.wr_id * max_message_length;
+    result("Got from sender: \"%.*s\", connection %d", static_cast<int>(wc.byte_len), msg, connection_of(r, wc));
+}
+
+/** Take every completion the CQ holds (poll until empty); with an SRQ, give each slot back at once. */
+std::vector<ibv_wc> take_completions(const Receiver &r)
+{
+    std::vector<ibv_wc> taken;
     ibv_wc wc{};
-    while (check_poll(ibv_poll_cq(cq, 1, &wc)) > 0) {
-        const int conn = static_cast<int>(wc.wr_id);
+    while (check_poll(ibv_poll_cq(r.cq, 1, &wc)) > 0) {
+        taken.push_back(wc);
+        //! [refill]
+        if (r.srq && wc.status == IBV_WC_SUCCESS) { // (the message is printed before the slot is reused)
+            print_message(r, wc);
+            post_receive(r, nullptr, wc.wr_id); // refill: the slot this message came in goes back to the pool
+            taken.back().wr_id = UINT64_MAX;    // printed already
+        }
+        //! [refill]
+    }
+    return taken;
+}
+
+/** Arm the SRQ limit: the device raises IBV_EVENT_SRQ_LIMIT_REACHED once fewer than @p limit receives
+ *  are left in it. One shot: it disarms itself when it fires. */
+void arm_srq_limit(ibv_srq *srq, std::uint32_t limit)
+{
+    //! [arm_limit]
+    ibv_srq_attr attr{};
+    attr.srq_limit = limit;
+    check_rc(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), "ibv_modify_srq(IBV_SRQ_LIMIT " + std::to_string(limit) + ")");
+    //! [arm_limit]
+}
+
+/**
+ * Sleep until there is something to do, at most @p wait_ms: a completion (the channel), an async event
+ * (the SRQ limit), or, when @p cm_fd >= 0, an RDMA CM event. Arm first, then look once more.
+ * @return true when the CM's channel has an event; false when nothing came in time
+ */
+bool sleep_on_channel(const Receiver &r, int cm_fd, int wait_ms, std::vector<ibv_wc> &taken)
+{
+    //! [sleep]
+    // Arm the CQ: its NEXT completion raises an event on the channel. A completion that came after
+    // our last poll but before the arm raises none, so poll once more after arming, and sleep only if
+    // that finds nothing (the event it would have raised is taken and acknowledged on a later sleep).
+    check_rc(ibv_req_notify_cq(r.cq, 0), "ibv_req_notify_cq");
+    taken = take_completions(r);
+    if (!taken.empty())
+        return false;
+    // Sleep on the channel's fd, the device's async fd and the CM's: poll() bounds it by -t, which
+    // ibv_get_cq_event() alone would not.
+    pollfd fds[3] = {{r.channel->fd, POLLIN, 0}, {r.ctx->async_fd, POLLIN, 0}, {cm_fd, POLLIN, 0}};
+    if (poll(fds, cm_fd >= 0 ? 3 : 2, wait_ms) <= 0)
+        return false;
+    if (fds[0].revents & POLLIN) {
+        ibv_cq *ev_cq = nullptr;
+        void *ev_ctx = nullptr;
+        check_rc(ibv_get_cq_event(r.channel, &ev_cq, &ev_ctx), "ibv_get_cq_event"); // take the event...
+        ibv_ack_cq_events(ev_cq, 1); // ... and acknowledge it: ibv_destroy_cq() waits for every one
+        taken = take_completions(r); // then poll until empty; the next sleep re-arms
+    }
+    if (fds[1].revents & POLLIN) {
+        // The device raises the limit event as it takes a receive, before that message's completion:
+        // take the completions first (each refills its slot), then re-arm.
+        for (const ibv_wc &wc : take_completions(r))
+            taken.push_back(wc);
+        for_each_async_event(r.ctx, [&](const ibv_async_event &ev) { // taken and acknowledged (async_events.cpp)
+            if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && r.srq) {
+                info("IBV_EVENT_SRQ_LIMIT_REACHED: fewer than %u receives were left in the SRQ; refilled, re-armed",
+                     r.srq_limit);
+                arm_srq_limit(r.srq, r.srq_limit); // one shot: arm it again for the next time
+            } else {
+                info("async event: %s", async_event_name(ev.event_type));
+            }
+        });
+    }
+    //! [sleep]
+    return cm_fd >= 0 && (fds[2].revents & POLLIN);
+}
+
+/** Report the completions taken: print each message not printed yet, mark each connection. */
+void report(const Receiver &r, const std::vector<ibv_wc> &taken, CmClients &clients)
+{
+    for (const ibv_wc &wc : taken) {
+        const int conn = connection_of(r, wc);
+        if (conn < 0)
+            continue;
         if (clients.mark_established(conn)) // its message overtook the ESTABLISHED event: the connection is up
             result("connection %d established from %s", conn, clients.client(conn).addr.c_str());
         if (wc.status == IBV_WC_SUCCESS) {
-            print_message(wc, buf);
+            if (wc.wr_id != UINT64_MAX)
+                print_message(r, wc);
             clients.mark_done(conn);
         } else {
             clients.mark_lost(conn, std::string("its receive completed with ") + wc_status_name(wc.status));
@@ -59,8 +195,9 @@ static void take_completions(ibv_cq *cq, const Buffer &buf, CmClients &clients)
 }
 
 /** The CM server: accept up to n senders, print each message as it arrives, survive the ones that fail. */
-static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf)
+void serve(const Args &args, const Device &dev, const Receiver &r)
 {
+    const std::vector<QpPtr> &qps = r.qps;
     CmConnection listener = cm_listen(args.listen_port, static_cast<int>(qps.size()));
     CmClients clients(qps); // client i gets qps[i]
     info("listening on port %u for %zu senders; waiting up to %d s for each event", args.listen_port, qps.size(),
@@ -68,10 +205,13 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
     Deadline idle(args.timeout_s); // -t bounds the wait for each next event, not the whole service
     //! [server_loop]
     while (!clients.all_finished() && !idle.expired()) {
-        // 1. Messages: one CQ for all QPs; wr_id names the connection.
-        take_completions(cq, buf, clients);
-        // 2. CM events, waiting briefly so that messages are printed as they arrive.
-        if (!cm_event_ready(listener.channel.get(), 20))
+        // 1. Messages: one CQ for all QPs; wc.qp_num names the connection.
+        std::vector<ibv_wc> taken = take_completions(r);
+        report(r, taken, clients);
+        // 2. Sleep until a completion, an async event or a CM event comes.
+        const bool cm_event = sleep_on_channel(r, listener.channel->fd, idle.left_ms(), taken);
+        report(r, taken, clients);
+        if (!cm_event)
             continue;
         rdma_cm_event *event = nullptr;
         check_rc(rdma_get_cm_event(listener.channel.get(), &event), "rdma_get_cm_event");
@@ -104,7 +244,7 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
         case RDMA_CM_EVENT_REJECTED:
             if (conn < 0)
                 break;
-            take_completions(cq, buf, clients); // its message may be in the CQ already
+            report(r, take_completions(r), clients); // its message may be in the CQ already
             clients.mark_lost(conn, "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived");
             clients.mark_disconnected(conn); // answered (DREP) now that its connection is finished
             break;
@@ -113,59 +253,146 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
         }
     }
     //! [server_loop]
-    take_completions(cq, buf, clients);
+    report(r, take_completions(r), clients);
     clients.finish(listener, args.timeout_s, "sender", "messages arrived",
                    "start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc",
                    "a sender stopped early; its output says why");
 }
 
-static void run(const Args &args)
+/** Wait for @p n messages (descriptor files, or a CM client): sleep on the channel, check each. */
+void wait_for_messages(const Receiver &r, int n, int timeout_s, const std::string &what)
+{
+    const Deadline deadline(timeout_s);
+    Completions completions(r.cq);
+    for (int got = 0; got < n;) { // they arrive in any order; wc.qp_num says which connection each is
+        std::vector<ibv_wc> taken = take_completions(r);
+        if (taken.empty() && !deadline.expired())
+            sleep_on_channel(r, -1, deadline.left_ms(), taken);
+        if (taken.empty() && deadline.expired())
+            throw with_async_events(timeout_error(timeout_s, what, "is every sender still running? its output says why it stopped"),
+                                    r.ctx);
+        for (const ibv_wc &wc : taken) {
+            completions.check(wc, IBV_WC_RECV, "the message on connection " + std::to_string(connection_of(r, wc)));
+            if (wc.wr_id != UINT64_MAX)
+                print_message(r, wc);
+            ++got;
+        }
+    }
+}
+
+/** How many SRQs and SRQ receives the device allows (0 SRQs: it has none). Tests may pretend to have
+ *  none with RDMA_SAMPLES_TEST_MAX_SRQ=0. */
+ibv_device_attr query_srq_limits(ibv_context *ctx)
+{
+    ibv_device_attr attr{};
+    check_rc(ibv_query_device(ctx, &attr), "ibv_query_device");
+    if (const char *v = std::getenv("RDMA_SAMPLES_TEST_MAX_SRQ"))
+        attr.max_srq = std::atoi(v);
+    return attr;
+}
+
+/** The SRQ flags must fit together and fit -nc; a bad combination is a usage error (exit 2). */
+void check_options(const Args &args, const Options &opt)
+{
+    const bool cm_client = args.use_cm && args.server_addr;
+    const std::uint32_t n = cm_client ? 1 : static_cast<std::uint32_t>(args.num_connections);
+    if (!opt.srq && (opt.srq_size || opt.srq_limit || opt.srq_hold_ms))
+        throw UsageError("--srq-size, --srq-limit and --srq-hold-ms apply only with --srq", "add --srq");
+    const std::uint32_t size = opt.srq_size ? opt.srq_size : n;
+    if (size < n) // every sender SENDs at once: each needs a receive waiting, or it meets RNR NAKs
+        throw UsageError("--srq-size " + std::to_string(size) + " is smaller than one message per connection (-nc " +
+                             std::to_string(n) + ")",
+                         "pass --srq-size " + std::to_string(n) + " or more; --srq-hold-ms shows what an empty SRQ does to senders");
+    if (opt.srq_limit > size)
+        throw UsageError("--srq-limit " + std::to_string(opt.srq_limit) + " is larger than the SRQ (" +
+                             std::to_string(size) + " receives)",
+                         "pass --srq-limit " + std::to_string(size) + " or less");
+    if (opt.srq_hold_ms && args.use_cm)
+        throw UsageError("--srq-hold-ms works with descriptor files only", "drop -cm");
+}
+
+void run(const Args &args, const Options &opt)
 {
     const bool cm_client = args.use_cm && args.server_addr;
     const int n = cm_client ? 1 : args.num_connections;
+    const std::uint32_t srq_size = opt.srq_size ? opt.srq_size : static_cast<std::uint32_t>(n);
+    const std::uint32_t slots = opt.srq ? srq_size : static_cast<std::uint32_t>(n);
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    if (opt.srq) {
+        const ibv_device_attr attr = query_srq_limits(dev.ctx.get());
+        if (attr.max_srq == 0)
+            throw UsageError("--srq: device " + dev.name + " has no shared receive queues (max_srq 0)",
+                             "drop --srq: each QP then posts its own receives");
+        if (srq_size > static_cast<std::uint32_t>(attr.max_srq_wr))
+            throw UsageError("--srq-size " + std::to_string(srq_size) + ": device " + dev.name + " allows at most " +
+                                 std::to_string(attr.max_srq_wr) + " receives in an SRQ (max_srq_wr)",
+                             "pass --srq-size " + std::to_string(attr.max_srq_wr) + " or less");
+        info("device limits: max_srq %d, max_srq_wr %d", attr.max_srq, attr.max_srq_wr);
+    }
 
-    step(2, "register one buffer with a %zu-byte slot per connection (%d), local write only", max_message_length, n);
-    Buffer buf(static_cast<std::size_t>(n) * max_message_length);
+    if (opt.srq)
+        step(2, "register one buffer with a %zu-byte slot per SRQ receive (%u), local write only", max_message_length, slots);
+    else
+        step(2, "register one buffer with a %zu-byte slot per connection (%d), local write only", max_message_length, n);
+    //! [memory]
+    // Without an SRQ every QP needs its own receives: N connections x depth x size, posted per QP and
+    // idle on every quiet connection. With one SRQ the pool is sized for what arrives at once.
+    const std::size_t per_qp = static_cast<std::size_t>(n) * 1 * max_message_length; // depth 1: one message each
+    info("receive memory without an SRQ: %d connection(s) x 1 receive x %zu bytes = %zu bytes", n, max_message_length,
+         per_qp);
+    if (opt.srq)
+        info("receive memory with one SRQ:   %u receives x %zu bytes = %zu bytes, shared by all %d", srq_size,
+             max_message_length, static_cast<std::size_t>(srq_size) * max_message_length, n);
+    //! [memory]
+    Buffer buf(static_cast<std::size_t>(slots) * max_message_length);
     // DOCA's table: the receiver's mmap is local read/write. The device writes each incoming message
     // into a slot, a local write on our behalf; SEND/RECEIVE is two-sided, so no remote access at all.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
-    step(3, "create one completion queue for all connections and %d RC queue pair(s)", n);
+    step(3, "create a completion channel, one completion queue for all connections%s and %d RC queue pair(s)",
+         opt.srq ? ", one shared receive queue" : "", n);
     //! [qps]
     // One CQ is enough for every QP, if it has room for all they can have outstanding at once: the
     // rule is entries >= sends + receives that can be outstanding, summed over the QPs (2 + 2 each
     // here); every send counts, signaled or not, because a failed or flushed one completes too.
+    // Its completion channel is where we sleep while nothing completes (step 6).
+    CompChannelPtr channel(check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel"));
     const QpCaps caps{.max_send_wr = 2, .max_recv_wr = 2};
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, nullptr, 0), "ibv_create_cq"));
-    Completions completions(cq.get());
+    const int cq_size = n * cq_entries(caps) + static_cast<int>(opt.srq ? srq_size : 0);
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_size, nullptr, channel.get(), 0), "ibv_create_cq"));
+    SrqPtr srq;
+    if (opt.srq) {
+        ibv_srq_init_attr srq_attr{};
+        srq_attr.attr.max_wr = srq_size; // the pool: receives waiting for any of the QPs
+        srq_attr.attr.max_sge = 1;
+        srq.reset(check(ibv_create_srq(pd.get(), &srq_attr), "ibv_create_srq(max_wr " + std::to_string(srq_size) + ")"));
+    }
     std::vector<QpPtr> qps;
     for (int i = 0; i < n; ++i) {
-        qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
+        qps.push_back(create_rc_qp(pd.get(), cq.get(), caps, srq.get())); // with an SRQ: no receive queue of its own
         qp_to_init(qps.back().get(), dev, 0); // a receive-only QP grants the peer nothing remote
     }
     //! [qps]
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
+    const std::uint32_t limit = opt.srq_limit ? opt.srq_limit : (srq_size + 1) / 2;
+    const Receiver r{dev.ctx.get(), cq.get(), channel.get(), srq.get(), limit, qps, buf, mr.get()};
 
-    step(4, "post a receive on every QP before any sender can reach it");
-    //! [post_recv]
-    for (int i = 0; i < n; ++i) {
-        ibv_sge sge{};
-        sge.addr = reinterpret_cast<std::uintptr_t>(buf.data() + i * max_message_length); // slot i
-        sge.length = static_cast<std::uint32_t>(max_message_length);
-        sge.lkey = mr->lkey;
-        ibv_recv_wr wr{};
-        wr.wr_id = static_cast<std::uint64_t>(i); // comes back in the completion: "connection i"
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr *bad_wr = nullptr;
-        check_rc(ibv_post_recv(qps[i].get(), &wr, &bad_wr), "ibv_post_recv(connection " + std::to_string(i) + ")");
+    if (!opt.srq) {
+        step(4, "post a receive on every QP before any sender can reach it");
+        for (int i = 0; i < n; ++i)
+            post_receive(r, qps[static_cast<std::size_t>(i)].get(), static_cast<std::uint64_t>(i)); // slot i
+    } else if (opt.srq_hold_ms == 0) {
+        step(4, "post %u receives into the SRQ, arm its limit at %u", srq_size, limit);
+        for (std::uint32_t i = 0; i < srq_size; ++i)
+            post_receive(r, nullptr, i);
+        arm_srq_limit(srq.get(), limit);
+    } else {
+        step(4, "demonstration: leave the SRQ empty for %d ms after the senders connect", opt.srq_hold_ms);
     }
-    //! [post_recv]
 
     if (!args.use_cm) {
         step(5, "for each connection: read the sender's descriptor, move to RTR/RTS, answer with ours");
@@ -179,17 +406,14 @@ static void run(const Args &args)
             local.peer_nonce = remote.nonce;
             write_descriptor_file(numbered_path(args.local_descriptor_path, i), format_descriptor(local));
         }
-        step(6, "poll the shared completion queue for %d message(s)", n);
-        ibv_wc wc{};
-        Waiter waiter(args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)", dev.ctx.get());
-        for (int got = 0; got < n;) // they arrive in any order; wr_id says which connection each is
-            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1) {
-                completions.check(wc, IBV_WC_RECV, "the message on connection " + std::to_string(wc.wr_id));
-                print_message(wc, buf);
-                ++got;
-            } else {
-                waiter.pause();
-            }
+        if (opt.srq_hold_ms > 0) { // every SEND that comes now finds the SRQ empty: RNR NAK
+            std::this_thread::sleep_for(std::chrono::milliseconds(opt.srq_hold_ms));
+            info("posting %u receives into the SRQ only now", srq_size);
+            for (std::uint32_t i = 0; i < srq_size; ++i)
+                post_receive(r, nullptr, i);
+        }
+        step(6, "sleep on the completion channel until %d message(s) arrived", n);
+        wait_for_messages(r, n, args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)");
         step(7, "keep the QPs a moment: if an ACK of ours was lost, its sender resends the message");
         // Like TCP's TIME_WAIT (rc_qp.hpp, retransmit_window_ms()): a QP destroyed at once could not
         // acknowledge the resend, and the sender would fail although its message arrived.
@@ -197,31 +421,43 @@ static void run(const Args &args)
     } else if (cm_client) {
         step(5, "connect to the sending server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
-        step(6, "wait for the server's message");
-        ibv_wc wc{};
-        Waiter waiter(args.timeout_s, "the server's message", dev.ctx.get());
-        while (!completions.take(0, wc))
-            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-                completions.keep(wc);
-            else
-                waiter.pause();
-        completions.check(wc, IBV_WC_RECV, "the server's message");
-        print_message(wc, buf);
+        step(6, "sleep on the completion channel until the server's message arrived");
+        wait_for_messages(r, 1, args.timeout_s, "the server's message");
         step(7, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
     } else {
         step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n, args.listen_port);
-        serve(args, dev, cq.get(), qps, buf);
+        serve(args, dev, r);
     }
-} // the QPs (all of them), cq, mr, pd and the device close here
+} // the QPs (all of them), the SRQ, cq, channel, mr, pd and the device close here
+
+} // namespace
 
 int main(int argc, char **argv)
 {
-    const ProgramSpec spec{.name = "rdma_multi_conn_receive",
-                           .role = "receiver",
-                           .summary = "Many connections, receiver side: one RC QP per sender, print the message each sends.",
-                           .resource_descriptor = false,
-                           .multi_conn = true,
-                           .rdma_cm = true};
-    return run_sample(spec, argc, argv, run);
+    Options opt;
+    ProgramSpec spec{.name = "rdma_multi_conn_receive",
+                     .role = "receiver",
+                     .summary = "Many connections, receiver side: one RC QP per sender, print the message each sends.",
+                     .resource_descriptor = false,
+                     .multi_conn = true,
+                     .rdma_cm = true};
+    spec.extra.push_back({"srq", "", "one shared receive queue (SRQ) for all connections instead of receives per QP "
+                          "(perftest: --use_srq)", "off", [&](const std::string &) { opt.srq = true; }});
+    spec.extra.push_back({"srq-size", "N", "receives in the SRQ, refilled as messages arrive (perftest: --rx-depth)",
+                          "one per connection", [&](const std::string &v) {
+                              opt.srq_size = static_cast<std::uint32_t>(parse_number("--srq-size", v, 1, 1u << 24));
+                          }});
+    spec.extra.push_back({"srq-limit", "N", "arm IBV_EVENT_SRQ_LIMIT_REACHED for when fewer than N receives are left",
+                          "half the SRQ", [&](const std::string &v) {
+                              opt.srq_limit = static_cast<std::uint32_t>(parse_number("--srq-limit", v, 1, 1u << 24));
+                          }});
+    spec.extra.push_back({"srq-hold-ms", "MS", "demonstration: keep the SRQ empty this long after the senders "
+                          "connect, so their SENDs meet RNR NAKs (descriptor files only)", "", [&](const std::string &v) {
+                              opt.srq_hold_ms = static_cast<int>(parse_number("--srq-hold-ms", v, 1, 60000));
+                          }});
+    return run_sample(spec, argc, argv, [&](const Args &args) {
+        check_options(args, opt);
+        run(args, opt);
+    });
 }

@@ -210,13 +210,18 @@ static void run(const Args &args)
 
 int main(int argc, char **argv)
 {
-    const ProgramSpec spec{.name = "rdma_multi_conn_send",
-                           .role = "sender",
-                           .summary = "Many connections, sender side: one RC QP per receiver, SEND the same string on each.",
-                           .message_flag = 's',
-                           .message_help = "string to send",
-                           .resource_descriptor = false,
-                           .multi_conn = true,
-                           .rdma_cm = true};
+    ProgramSpec spec{.name = "rdma_multi_conn_send",
+                     .role = "sender",
+                     .summary = "Many connections, sender side: one RC QP per receiver, SEND the same string on each.",
+                     .message_flag = 's',
+                     .message_help = "string to send",
+                     .resource_descriptor = false,
+                     .multi_conn = true,
+                     .rdma_cm = true};
+    // A shared receive queue holds receives, and a sender posts none: say where the flag belongs.
+    spec.extra.push_back({"srq", "", "receiver only (rdma_multi_conn_receive --srq); refused here", "", [](const std::string &) {
+                              throw UsageError("--srq applies to the receiving side: an SRQ holds receives, and a sender posts none",
+                                               "pass --srq to rdma_multi_conn_receive");
+                          }});
     return run_sample(spec, argc, argv, run);
 }

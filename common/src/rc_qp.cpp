@@ -10,19 +10,20 @@
 
 namespace rdma_samples {
 
-QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps)
+QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps, ibv_srq *srq)
 {
     ibv_qp_init_attr init{};
     init.send_cq = cq;
     init.recv_cq = cq;
+    init.srq = srq; // given: the QP takes its receives from the SRQ and has no receive queue of its own
     init.qp_type = IBV_QPT_RC;
     init.sq_sig_all = 0; // a send request completes only when posted with IBV_SEND_SIGNALED
     init.cap.max_send_wr = caps.max_send_wr;
-    init.cap.max_recv_wr = caps.max_recv_wr;
+    init.cap.max_recv_wr = srq ? 0 : caps.max_recv_wr;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     return QpPtr(check(ibv_create_qp(pd, &init), "ibv_create_qp(RC, send_wr " + std::to_string(caps.max_send_wr) +
-                                                     ", recv_wr " + std::to_string(caps.max_recv_wr) + ")"));
+                                                     (srq ? ", SRQ)" : ", recv_wr " + std::to_string(caps.max_recv_wr) + ")")));
 }
 
 void qp_to_init(ibv_qp *qp, const Device &dev, int remote_access)

@@ -9,14 +9,20 @@ setup() {
     setup_two_hosts
 }
 
-@test "two hosts: rdma_multi_conn, an RDMA CM server on host A takes 4 clients from host B" {
-    on_host_a "$(prog rdma_multi_conn_receive)" -cm -nc 4 -t 60
+# four_senders_on_host_b PREFIX: four rdma_multi_conn_send RDMA CM clients at once on host B, to the
+# server at 10.77.0.1, client i sending "PREFIX i"; fails if any of them does.
+four_senders_on_host_b() {
     on_host_b bash -c '
         pids=()
-        for i in 0 1 2 3; do "$1" -cm -sa 10.77.0.1 -t 60 -s "from host B, client $i" & pids+=($!); done
+        for i in 0 1 2 3; do "$1" -cm -sa 10.77.0.1 -t 60 -s "$2 $i" & pids+=($!); done
         status=0
         for p in "${pids[@]}"; do wait "$p" || status=1; done
-        exit $status' _ "$(prog rdma_multi_conn_send)"
+        exit $status' _ "$(prog rdma_multi_conn_send)" "$1"
+}
+
+@test "two hosts: rdma_multi_conn, an RDMA CM server on host A takes 4 clients from host B" {
+    on_host_a "$(prog rdma_multi_conn_receive)" -cm -nc 4 -t 60
+    four_senders_on_host_b "from host B, client"
     assert_success
     assert_equal "$peer_status" 0
     local i
@@ -472,5 +478,30 @@ $(cat "$TRACE/$n/$side.out")"
         assert_equal "$(ud_opcodes $n | grep -c '^-> UD SEND Only$')" "$received"
         refute grep -q "again: retransmission" "$TRACE/$n/report.txt"
         assert_equal "$(ud_opcodes $n | grep -c '^<-')" 0
+
+# --- rdma_multi_conn with a shared receive queue (--srq) ---------------------------------------------
+
+@test "two hosts: rdma_multi_conn --srq with descriptor files, 4 connections on one SRQ on host A" {
+    on_host_a "$(prog rdma_multi_conn_receive)" -nc 4 --srq --srq-limit 4 -ld "$SHARE/recv.desc" -re "$SHARE/send.desc" -t 60
+    on_host_b "$(prog rdma_multi_conn_send)" -nc 4 -ld "$SHARE/send.desc" -re "$SHARE/recv.desc" -t 60 -s "to the SRQ"
+    assert_success
+    assert_equal "$peer_status" 0
+    assert_peer_line "        receive memory with one SRQ:   4 receives x 256 bytes = 1024 bytes, shared by all 4"
+    assert_peer_line --partial "IBV_EVENT_SRQ_LIMIT_REACHED: fewer than 4 receives"
+    local i
+    for i in 0 1 2 3; do
+        assert_peer_line "Got from sender: \"to the SRQ\", connection $i"
+    done
+}
+
+@test "two hosts: rdma_multi_conn --srq with RDMA CM, a server on host A for 4 client processes on host B" {
+    on_host_a "$(prog rdma_multi_conn_receive)" -cm -nc 4 --srq -t 60
+    four_senders_on_host_b "SRQ client"
+    assert_success
+    assert_equal "$peer_status" 0
+    assert_peer_line "step 4: post 4 receives into the SRQ, arm its limit at 2"
+    local i
+    for i in 0 1 2 3; do
+        assert_peer_line --regexp "^Got from sender: \"SRQ client $i\", connection [0-3]$"
     done
 }

@@ -91,10 +91,12 @@ constexpr int cq_entries(QpCaps caps) { return static_cast<int>(caps.max_send_wr
  * (at least one in every max_send_wr, or the send queue never frees).
  * @param pd   protection domain
  * @param cq   completion queue
- * @param caps queue depths
+ * @param caps queue depths (max_recv_wr is ignored with an SRQ)
+ * @param srq  a shared receive queue to take receives from (ibv_qp_init_attr.srq), or nullptr for a
+ *             receive queue of the QP's own
  * @return the new QP, in state RESET
  */
-QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps = {});
+QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps = {}, ibv_srq *srq = nullptr);
 
 /**
  * @brief RESET -> INIT: bind the QP to a port and say what the PEER may do to our memory through it.

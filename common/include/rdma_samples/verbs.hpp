@@ -23,6 +23,7 @@ struct CqDeleter { void operator()(ibv_cq *c) const { ibv_destroy_cq(c); } };
 struct QpDeleter { void operator()(ibv_qp *q) const { ibv_destroy_qp(q); } };
 struct AhDeleter { void operator()(ibv_ah *a) const { ibv_destroy_ah(a); } };
 struct CompChannelDeleter { void operator()(ibv_comp_channel *c) const { ibv_destroy_comp_channel(c); } };
+struct SrqDeleter { void operator()(ibv_srq *s) const { ibv_destroy_srq(s); } };
 /// @endcond
 
 using DeviceListPtr = std::unique_ptr<ibv_device *, DeviceListDeleter>; ///< ibv_get_device_list()
@@ -33,5 +34,6 @@ using CqPtr = std::unique_ptr<ibv_cq, CqDeleter>;                        ///< ib
 using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;                        ///< ibv_create_qp()
 using AhPtr = std::unique_ptr<ibv_ah, AhDeleter>;                        ///< ibv_create_ah()
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>; ///< ibv_create_comp_channel()
+using SrqPtr = std::unique_ptr<ibv_srq, SrqDeleter>;                     ///< ibv_create_srq()
 
 } // namespace rdma_samples
