@@ -85,34 +85,52 @@ bool CmClients::all_finished() const
 void CmClients::finish(CmConnection &listener, int timeout_s, const std::string &peer, const std::string &outcome,
                        const std::string &hint_missing, const std::string &hint_failed)
 {
-    // Answer every client that asked to disconnect; disconnect every other one still connected and
-    // wait (bounded) until the CM confirms each.
-    int waiting = 0;
-    for (auto &c : clients_) {
-        if (!c.id || c.answered)
-            continue;
-        const bool ours = !c.disconnected; // we send the DREQ, the client answers
-        c.answered = true;
-        if (rdma_disconnect(c.id.get()) == 0 && ours && c.established)
-            ++waiting;
-        else
-            c.disconnected = true; // answered, or already gone
-    }
     const Deadline deadline(timeout_s);
-    while (waiting > 0) {
+    // Take one CM event while the service winds down: a DREQ is answered, a late client refused.
+    const auto take_event = [&] {
         CmEventPtr ev = next_cm_event(listener.channel.get(), deadline);
         if (!ev)
-            break; // the work is done; a peer that does not confirm its disconnect changes nothing
+            return false;
         const int i = find(ev->id);
         if (ev->event == RDMA_CM_EVENT_DISCONNECTED && i >= 0 && !clients_[static_cast<std::size_t>(i)].disconnected) {
-            clients_[static_cast<std::size_t>(i)].disconnected = true;
-            --waiting;
+            mark_disconnected(i);
         } else if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
             rdma_cm_id *id = ev->id; // a late client: refuse it
             rdma_reject(id, nullptr, 0);
             ev.reset(); // acknowledged before its id is destroyed
             rdma_destroy_id(id);
         }
+        return true;
+    };
+    // A client whose message went through disconnects by itself, once its side is acknowledged: wait
+    // for those DREQs first (bounded by -t). Disconnecting it ourselves now would send our DREQ across
+    // its own, and would stop our QP while it may still resend a message whose ACK was lost.
+    const auto expected_dreqs = [&] {
+        int n = 0;
+        for (const auto &c : clients_)
+            n += (c.id && c.established && c.done && !c.disconnected) ? 1 : 0;
+        return n;
+    };
+    while (expected_dreqs() > 0 && take_event()) {
+    }
+    // Then disconnect every client still connected (one that failed, or never sent its DREQ) and wait
+    // (bounded) until the CM confirms each.
+    for (auto &c : clients_) {
+        if (!c.id || c.answered)
+            continue;
+        const bool ours = !c.disconnected; // we send the DREQ, the client answers
+        c.answered = true;
+        if (rdma_disconnect(c.id.get()) != 0 || !ours || !c.established)
+            c.disconnected = true; // answered, or already gone: nothing to wait for
+    }
+    const auto still_waiting = [&] {
+        int n = 0;
+        for (const auto &c : clients_)
+            n += (c.id && c.established && !c.disconnected) ? 1 : 0;
+        return n;
+    };
+    // (the work is done; a peer that does not confirm its disconnect changes nothing)
+    while (still_waiting() > 0 && take_event()) {
     }
     // rdma_disconnect() leaves QPs of our own alone: stop each one (any receive still posted is flushed).
     for (auto &c : clients_)

@@ -478,6 +478,8 @@ $(cat "$TRACE/$n/$side.out")"
         assert_equal "$(ud_opcodes $n | grep -c '^-> UD SEND Only$')" "$received"
         refute grep -q "again: retransmission" "$TRACE/$n/report.txt"
         assert_equal "$(ud_opcodes $n | grep -c '^<-')" 0
+    done
+}
 
 # --- rdma_multi_conn with a shared receive queue (--srq) ---------------------------------------------
 

@@ -70,8 +70,9 @@ public:
     /** @brief The client of connection @p conn. @param conn the connection @return it */
     const CmClient &client(int conn) const { return clients_[static_cast<std::size_t>(conn)]; }
     /**
-     * @brief The end: disconnect every client still connected, wait (bounded) for the CM to confirm,
-     * move every QP to ERR; then throw unless every connection's message went through.
+     * @brief The end: wait (bounded) for the DREQ of every client whose message went through (the
+     * client disconnects), then disconnect every client still connected, wait (bounded) for the CM to
+     * confirm, move every QP to ERR; then throw unless every connection's message went through.
      * @param listener     the listening connection, whose channel carries every client's events
      * @param timeout_s    the bound (-t)
      * @param peer         what a client is, singular, e.g. "sender"
