@@ -129,6 +129,23 @@ void arm_srq_limit(ibv_srq *srq, std::uint32_t limit)
     //! [arm_limit]
 }
 
+/** Take the async events already queued, without waiting: print each, re-arm the SRQ limit after its event.
+ *  Call it after taking the completions, so that their slots are refilled first. */
+void take_async_events(const Receiver &r)
+{
+    //! [async]
+    for_each_async_event(r.ctx, [&](const ibv_async_event &ev) { // taken and acknowledged (async_events.cpp)
+        if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && r.srq) {
+            info("IBV_EVENT_SRQ_LIMIT_REACHED: fewer than %u receives were left in the SRQ; refilled, re-armed",
+                 r.srq_limit);
+            arm_srq_limit(r.srq, r.srq_limit); // one shot: arm it again for the next time
+        } else {
+            info("async event: %s", async_event_name(ev.event_type));
+        }
+    });
+    //! [async]
+}
+
 /**
  * Sleep until there is something to do, at most @p wait_ms: a completion (the channel), an async event
  * (the SRQ limit), or, when @p cm_fd >= 0, an RDMA CM event. Arm first, then look once more.
@@ -161,15 +178,7 @@ bool sleep_on_channel(const Receiver &r, int cm_fd, int wait_ms, std::vector<ibv
         // take the completions first (each refills its slot), then re-arm.
         for (const ibv_wc &wc : take_completions(r))
             taken.push_back(wc);
-        for_each_async_event(r.ctx, [&](const ibv_async_event &ev) { // taken and acknowledged (async_events.cpp)
-            if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && r.srq) {
-                info("IBV_EVENT_SRQ_LIMIT_REACHED: fewer than %u receives were left in the SRQ; refilled, re-armed",
-                     r.srq_limit);
-                arm_srq_limit(r.srq, r.srq_limit); // one shot: arm it again for the next time
-            } else {
-                info("async event: %s", async_event_name(ev.event_type));
-            }
-        });
+        take_async_events(r);
     }
     //! [sleep]
     return cm_fd >= 0 && (fds[2].revents & POLLIN);
@@ -254,6 +263,7 @@ void serve(const Args &args, const Device &dev, const Receiver &r)
     }
     //! [server_loop]
     report(r, take_completions(r), clients);
+    take_async_events(r); // the last messages' limit event, if it is queued already
     clients.finish(listener, args.timeout_s, "sender", "messages arrived",
                    "start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc",
                    "a sender stopped early; its output says why");
@@ -278,6 +288,10 @@ void wait_for_messages(const Receiver &r, int n, int timeout_s, const std::strin
             ++got;
         }
     }
+    // If the last messages were found without sleeping, their limit event may still be queued: take
+    // it now. (rxe raises it as it takes the receive, before the completion; a NIC's firmware reports
+    // it on its own event queue, in no set order with the CQ, so there it may also come later.)
+    take_async_events(r);
 }
 
 /** How many SRQs and SRQ receives the device allows (0 SRQs: it has none). Tests may pretend to have
