@@ -199,3 +199,16 @@ programs() {
     assert_success
     assert_line --partial "--profile     only the counts"
 }
+
+@test "tests/stress/stress: a bad command line is one line and exit status 2, before any VM boots" {
+    local stress=$RDMA_SAMPLES_SOURCE/tests/stress/stress
+    run --separate-stderr "$stress" --kill --jobs 0
+    assert_equal "$status" 2
+    assert_equal "$stderr" "stress: --jobs takes 1 to 99"
+    run --separate-stderr "$stress" --pairs nosuch
+    assert_equal "$status" 2
+    assert_equal "$stderr" "stress: unknown pair 'nosuch' (see --help)"
+    run "$stress" --help
+    assert_success
+    assert_line --partial "--jobs N          with --kill: run up to N kills"
+}

@@ -6,6 +6,14 @@
 # QEMU options are comma-separated lists (SC2054).
 # shellcheck disable=SC2054
 
+# children_cpu FILE: write to FILE the CPU seconds (user + system) of every child this shell has waited
+# for. (`times` runs in this shell: in a pipe or $(...) it would report a fresh subshell's, zero.)
+children_cpu() {
+    times >"$1"
+    awk 'NR == 2 { n = 0; for (i = 1; i <= 2; i++) { split($i, p, "m"); n += p[1] * 60 + p[2] } printf "%.2f\n", n }' \
+        "$1" >"$1.s" && mv "$1.s" "$1"
+}
+
 # write_job JOBDIR INTERACTIVE CMD...: the script the guest runs, with this shell's directory and
 # environment (quoted with printf %q: spaces and quotes survive).
 write_job() {
@@ -132,6 +140,7 @@ cmd_run() {
 
     # The job's output, streamed live from the job folder (tail follows until QEMU is gone).
     local rc=0 tries=0 left p waited= qemu_t0=
+    children_cpu "$job/cpu0"
     while :; do
         if [ "${net%%:*}" = connect ] && ! port_listening "$port"; then
             # QEMU exits at once when nothing listens: wait for the other VM's QEMU.
@@ -171,10 +180,14 @@ cmd_run() {
         fi
         break
     done
-    # RDMA_SAMPLES_VM_LOG (set by ./lab test): one line per boot, "NAME BOOT_S TOTAL_S", for the time table.
+    # RDMA_SAMPLES_VM_LOG (set by ./lab test): one line per boot for the time table, "NAME BOOT_S TOTAL_S
+    # CPU_S TAG": the boot's seconds until the job started, its whole life, the CPU seconds QEMU used
+    # (both of its threads: the emulated CPU and I/O), and RDMA_SAMPLES_TIME_TAG, the test that booted it.
     if [ -n "${RDMA_SAMPLES_VM_LOG:-}" ] && [ -f "$job/booted" ] && [ -n "$qemu_t0" ]; then
+        children_cpu "$job/cpu1"
         awk -v n="$name" -v t0="$qemu_t0" -v b="$(stat -c %.3Y "$job/booted")" -v e="$(date +%s.%3N)" \
-            'BEGIN { printf "%s %.2f %.2f\n", n, b - t0, e - t0 }' >>"$RDMA_SAMPLES_VM_LOG" || true
+            -v c0="$(cat "$job/cpu0")" -v c1="$(cat "$job/cpu1")" -v tag="${RDMA_SAMPLES_TIME_TAG:--}" \
+            'BEGIN { printf "%s %.2f %.2f %.2f %s\n", n, b - t0, e - t0, c1 - c0, tag }' >>"$RDMA_SAMPLES_VM_LOG" || true
     fi
     if [ -f "$job/status" ]; then
         [ "${RDMA_SAMPLES_VM_DEBUG:-0}" != 1 ] || cat "$job/console.log" >&2
