@@ -210,5 +210,5 @@ programs() {
     assert_equal "$stderr" "stress: unknown pair 'nosuch' (see --help)"
     run "$stress" --help
     assert_success
-    assert_line --partial "--jobs N          with --kill: run up to N kills"
+    assert_line --partial "--jobs N          run up to N runs"
 }
