@@ -48,6 +48,7 @@ setup() {
 }
 
 @test "rdma_write: the responder keeps its QP after the goodbye, in case its last ACK was lost" {
+    unset RDMA_SAMPLES_TEST_LINGER_MS # the full linger, as a learner's run has it
     run_pair "$RESPONDER" $(responder_paths) -t 20 -- "$REQUESTER" $(requester_paths) -t 20
     assert_success
     assert_line "step 8: say goodbye with a zero-length SEND: on RC it arrives after the WRITE"
@@ -57,7 +58,16 @@ setup() {
     assert_peer_line --index -1 "Sample finished successfully"
 }
 
+@test "rdma_write: the test suites' shorter linger (RDMA_SAMPLES_TEST_LINGER_MS) says so" {
+    run_pair "$RESPONDER" $(responder_paths) -t 20 -- "$REQUESTER" $(requester_paths) -t 20
+    assert_success
+    assert_equal "$peer_status" 0
+    assert_peer_line --partial "linger shortened for a test: 100 ms instead of 500 (RDMA_SAMPLES_TEST_LINGER_MS)"
+    assert_peer_line --partial "keeping the QP 100 ms"
+}
+
 @test "rdma_write: the responder's linger is computed from its QP's timeout and retry_cnt (IBTA worst case)" {
+    unset RDMA_SAMPLES_TEST_LINGER_MS # the full linger, as a learner's run has it
     run_pair "$RESPONDER" $(responder_paths) -t 20 -v -- "$REQUESTER" $(requester_paths) -t 20
     assert_success
     assert_equal "$peer_status" 0

@@ -5,6 +5,9 @@
 
 VM=${RDMA_SAMPLES_SOURCE:?}/tests/vm/vm
 
+# Across a link that loses packets the linger after the last message is what is tested: the full one.
+unset RDMA_SAMPLES_TEST_LINGER_MS
+
 require_vm() {
     if vm_available && "$VM" prepare >/dev/null 2>&1; then
         return 0
