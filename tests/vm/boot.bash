@@ -28,12 +28,13 @@ base_args() {
     if [ "${RDMA_SAMPLES_VM_DEBUG:-0}" = 1 ]; then append+=" loglevel=7 rdma_vm.debug"; else append+=" quiet loglevel=0"; fi
     [ -z "${probe:-}" ] || append+=" rdma_vm.probe"
     [ -z "${RDMA_SAMPLES_VM_APPEND:-}" ] || append+=" $RDMA_SAMPLES_VM_APPEND"
-    # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs, on single-threaded TCG (microvm with several vCPUs
-    # on multi-threaded TCG hung in tests). RDMA_SAMPLES_VM_MACHINE (microvm, pc or q35) and
-    # RDMA_SAMPLES_VM_TCG_THREAD (single or multi) choose otherwise (tests/vm/smp-soak tries them).
+    # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs on multi-threaded TCG, each vCPU on a host thread of
+    # its own, so that two busy-polling processes spin at once (tests/vm/smp-soak: no hang in 121 boots
+    # of microvm with 2 vCPUs). RDMA_SAMPLES_VM_TCG_THREAD=single puts them back on one host thread (the
+    # fallback); RDMA_SAMPLES_VM_MACHINE (microvm, pc or q35) is for smp-soak. One vCPU: QEMU's default.
     local smp=${RDMA_SAMPLES_VM_SMP:-1} accel_arg=$acc machine=${RDMA_SAMPLES_VM_MACHINE:-microvm}
     local thread=${RDMA_SAMPLES_VM_TCG_THREAD:-} machine_arg
-    [ -n "$thread" ] || [ "$smp" = 1 ] || thread=single
+    [ -n "$thread" ] || [ "$smp" = 1 ] || thread=multi
     [ -z "$thread" ] || [ "$acc" != tcg ] || accel_arg=tcg,thread=$thread
     # vbus: the virtio transport of every device (run.bash's too): MMIO on microvm, which has no PCI.
     case "$machine" in
