@@ -29,7 +29,7 @@ base_args() {
     [ -z "${probe:-}" ] || append+=" rdma_vm.probe"
     [ -z "${RDMA_SAMPLES_VM_APPEND:-}" ] || append+=" $RDMA_SAMPLES_VM_APPEND"
     # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs on multi-threaded TCG, each vCPU on a host thread of
-    # its own, so that two busy-polling processes spin at once (tests/vm/smp-soak: no hang in 121 boots
+    # its own, so that two busy-polling processes spin at once (tests/vm/smp-soak: no hang in 161 boots
     # of microvm with 2 vCPUs). RDMA_SAMPLES_VM_TCG_THREAD=single puts them back on one host thread (the
     # fallback); RDMA_SAMPLES_VM_MACHINE (microvm, pc or q35) is for smp-soak. One vCPU: QEMU's default.
     local smp=${RDMA_SAMPLES_VM_SMP:-1} accel_arg=$acc machine=${RDMA_SAMPLES_VM_MACHINE:-microvm}
