@@ -104,6 +104,12 @@ class Table(unittest.TestCase):
         self.assertIn("vCPU", lines[-1])
         self.assertEqual(summary[1][-1], "same")
 
+    def test_busy_ping_pongs_are_marked_on_single_threaded_tcg_only(self):
+        self.assertTrue(report.single_tcg("# Soft-RoCE (rdma_rxe on lo) in a QEMU TCG VM with 2 vCPUs\n"))
+        self.assertTrue(report.single_tcg("# Soft-RoCE (rdma_rxe on lo) in a QEMU VM with 2 vCPUs, single-threaded TCG\n"))
+        self.assertFalse(report.single_tcg("# Soft-RoCE (rdma_rxe on lo) in a QEMU VM with 2 vCPUs, multi-threaded TCG\n"))
+        self.assertFalse(report.single_tcg("# native device mlx5_0\n"))
+
 
 class Counts(unittest.TestCase):
     def test_callgrind_and_strace_totals(self):

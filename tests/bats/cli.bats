@@ -212,3 +212,16 @@ programs() {
     assert_success
     assert_line --partial "--jobs N          run up to N runs"
 }
+
+@test "tests/vm/smp-soak: --help, and a bad command line is one line and exit status 2, before any VM boots" {
+    local soak=$RDMA_SAMPLES_SOURCE/tests/vm/smp-soak
+    run -0 "$soak" --help
+    assert_line --partial "--machine M      microvm, pc or q35"
+    run -2 --separate-stderr "$soak" --machine virt --out "$BATS_TEST_TMPDIR/s"
+    assert_equal "$stderr" "smp-soak: --machine takes microvm, pc or q35"
+    run -2 --separate-stderr "$soak" --boots 0 --out "$BATS_TEST_TMPDIR/s"
+    assert_equal "$stderr" "smp-soak: --boots takes a number"
+    run -2 --separate-stderr "$soak" --kvm --out "$BATS_TEST_TMPDIR/s"
+    assert_equal "$stderr" 'smp-soak: unknown argument "--kvm" (see --help)'
+    [ ! -e "$BATS_TEST_TMPDIR/s" ]
+}

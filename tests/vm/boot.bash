@@ -28,16 +28,26 @@ base_args() {
     if [ "${RDMA_SAMPLES_VM_DEBUG:-0}" = 1 ]; then append+=" loglevel=7 rdma_vm.debug"; else append+=" quiet loglevel=0"; fi
     [ -z "${probe:-}" ] || append+=" rdma_vm.probe"
     [ -z "${RDMA_SAMPLES_VM_APPEND:-}" ] || append+=" $RDMA_SAMPLES_VM_APPEND"
-    # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs, on single-threaded TCG (microvm with several vCPUs
-    # on multi-threaded TCG hung in tests).
-    local smp=${RDMA_SAMPLES_VM_SMP:-1} accel_arg=$acc
-    [ "$smp" = 1 ] || [ "$acc" != tcg ] || accel_arg=tcg,thread=single
+    # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs on multi-threaded TCG, each vCPU on a host thread of
+    # its own, so that two busy-polling processes spin at once (tests/vm/smp-soak: no hang in 161 boots
+    # of microvm with 2 vCPUs). RDMA_SAMPLES_VM_TCG_THREAD=single puts them back on one host thread (the
+    # fallback); RDMA_SAMPLES_VM_MACHINE (microvm, pc or q35) is for smp-soak. One vCPU: QEMU's default.
+    local smp=${RDMA_SAMPLES_VM_SMP:-1} accel_arg=$acc machine=${RDMA_SAMPLES_VM_MACHINE:-microvm}
+    local thread=${RDMA_SAMPLES_VM_TCG_THREAD:-} machine_arg
+    [ -n "$thread" ] || [ "$smp" = 1 ] || thread=multi
+    [ -z "$thread" ] || [ "$acc" != tcg ] || accel_arg=tcg,thread=$thread
+    # vbus: the virtio transport of every device (run.bash's too): MMIO on microvm, which has no PCI.
+    case "$machine" in
+    microvm) vbus=device machine_arg=microvm,x-option-roms=off ;;
+    pc | q35) vbus=pci machine_arg=$machine ;;
+    *) die "RDMA_SAMPLES_VM_MACHINE=$machine: microvm, pc or q35" ;;
+    esac
     qargs=(
-        -M microvm,x-option-roms=off -accel "$accel_arg" -m 1024 -smp "$smp" -no-reboot -nodefaults
+        -M "$machine_arg" -accel "$accel_arg" -m 1024 -smp "$smp" -no-reboot -nodefaults
         -display none -no-user-config
         -kernel "$kdir/vmlinux" -initrd "$kdir/initrd.gz" -append "$append"
         -fsdev local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap
-        -device virtio-9p-device,fsdev=fs0,mount_tag=hostroot
+        -device "virtio-9p-$vbus,fsdev=fs0,mount_tag=hostroot"
     )
     [ "$acc" != kvm ] || qargs+=(-cpu host)
 }

@@ -7,11 +7,12 @@
 # Modules wanted, in load order (their dependencies are added before them from the package's
 # modules.dep): rxe needs a crc32 implementation (crc32_generic; without it "failed to add <netdev>")
 # and the UDP tunnels; rdma_ucm gives librdmacm its device; 9p over virtio-mmio (microvm has no PCI)
-# shares the host's files; virtio_net joins two VMs; veth for experiments; sch_netem lets a test drop
-# and delay packets on the link (`tc qdisc add dev eth0 root netem loss 5%`).
+# shares the host's files (virtio_pci: the same on the pc and q35 machines, for tests/vm/smp-soak);
+# virtio_net joins two VMs; veth for experiments; sch_netem lets a test drop and delay packets on the
+# link (`tc qdisc add dev eth0 root netem loss 5%`).
 modules=(crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm
-    rdma_ucm netfs fscache 9pnet 9p virtio_ring virtio virtio_mmio 9pnet_virtio failover net_failover
-    virtio_net veth sch_netem)
+    rdma_ucm netfs fscache 9pnet 9p virtio_ring virtio virtio_mmio virtio_pci 9pnet_virtio failover
+    net_failover virtio_net veth sch_netem)
 
 # What the built files depend on besides the kernel: a change rebuilds them. (declare -f hashes
 # build's code as bash prints it, not its comments or which file it is in.)

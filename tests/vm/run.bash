@@ -117,13 +117,15 @@ cmd_run() {
     base_args "$acc"
     qargs+=(
         -fsdev "local,id=fsj,path=$(qesc "$job"),security_model=none"
-        -device virtio-9p-device,fsdev=fsj,mount_tag=job
+        -device "virtio-9p-$vbus,fsdev=fsj,mount_tag=job"
         -chardev "file,id=con,path=$(qesc "$job/console.log")" -serial chardev:con
     )
+    # For tests/vm/smp-soak: a QEMU monitor on a Unix socket (to ask a stuck VM where its vCPUs are).
+    [ -z "${RDMA_SAMPLES_VM_MONITOR:-}" ] || qargs+=(-monitor "unix:$(qesc "$RDMA_SAMPLES_VM_MONITOR"),server=on,wait=off")
     local i=0 s
     for s in "${shares[@]+"${shares[@]}"}"; do
         qargs+=(-fsdev "local,id=fss$i,path=$(qesc "$s"),security_model=none"
-            -device "virtio-9p-device,fsdev=fss$i,mount_tag=share$i")
+            -device "virtio-9p-$vbus,fsdev=fss$i,mount_tag=share$i")
         i=$((i + 1))
     done
     local port=
@@ -135,7 +137,7 @@ cmd_run() {
         listen:*) qargs+=(-netdev "socket,id=n0,listen=127.0.0.1:$port") ;;
         connect:*) qargs+=(-netdev "socket,id=n0,connect=127.0.0.1:$port") ;;
         esac
-        qargs+=(-device "virtio-net-device,netdev=n0,mac=$mac")
+        qargs+=(-device "virtio-net-$vbus,netdev=n0,mac=$mac")
     fi
 
     # The job's output, streamed live from the job folder (tail follows until QEMU is gone).
@@ -180,6 +182,8 @@ cmd_run() {
         fi
         break
     done
+    # RDMA_SAMPLES_VM_CONSOLE=FILE (tests/vm/smp-soak): a copy of the serial console, however the VM ended.
+    [ -z "${RDMA_SAMPLES_VM_CONSOLE:-}" ] || cp "$job/console.log" "$RDMA_SAMPLES_VM_CONSOLE" 2>/dev/null || true
     # RDMA_SAMPLES_VM_LOG (set by ./lab test): one line per boot for the time table, "NAME BOOT_S TOTAL_S
     # CPU_S TAG": the boot's seconds until the job started, its whole life, the CPU seconds QEMU used
     # (both of its threads: the emulated CPU and I/O), and RDMA_SAMPLES_TIME_TAG, the test that booted it.
@@ -224,7 +228,7 @@ cmd_shell() {
     base_args "$acc"
     qargs+=(
         -fsdev "local,id=fsj,path=$(qesc "$job"),security_model=none"
-        -device virtio-9p-device,fsdev=fsj,mount_tag=job
+        -device "virtio-9p-$vbus,fsdev=fsj,mount_tag=job"
         -chardev stdio,id=con,mux=on,signal=off -serial chardev:con -mon chardev=con,mode=readline
     )
     say "starting a shell in the Soft-RoCE VM (rxe0 on lo); 'exit' powers it off, Ctrl-A x kills it"
