@@ -9,10 +9,15 @@
 
 #include "options.hpp"
 
+#include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/descriptor_file.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/verbs.hpp>
 
 #include <cerrno>
+#include <vector>
 
 namespace rdma_bench {
 
@@ -74,6 +79,50 @@ inline rdma_samples::QpPtr create_bench_qp(ibv_pd *pd, ibv_cq *cq, const Options
     throw KnobError("--inline-size " + std::to_string(want) + ": above the device's limit of " + std::to_string(lo) +
                         " bytes inline (ibv_create_qp refused max_inline_data " + std::to_string(want) + ")",
                     "give --inline-size " + std::to_string(lo) + " or less");
+}
+
+/**
+ * @brief The -q queue pairs, all on one CQ, moved to INIT: create_bench_qp() -q times. More than the
+ * device's max_qp is a KnobError that names the limit.
+ * @param dev           the device (its max_qp)
+ * @param pd,cq         the protection domain and the completion queue they all share
+ * @param o             the knobs
+ * @param remote_access what the peer may do in our memory (qp_to_init())
+ * @return the QPs, in INIT
+ */
+inline std::vector<rdma_samples::QpPtr> create_bench_qps(const rdma_samples::Device &dev, ibv_pd *pd, ibv_cq *cq,
+                                                         const Options &o, int remote_access)
+{
+    if (o.qps > static_cast<std::uint32_t>(dev.device_attr.max_qp))
+        throw KnobError("--qps " + std::to_string(o.qps) + ": more than the " + std::to_string(dev.device_attr.max_qp) +
+                            " queue pairs device " + dev.name + " allows (max_qp)",
+                        "give -q " + std::to_string(dev.device_attr.max_qp) + " or less");
+    std::vector<rdma_samples::QpPtr> qps;
+    for (std::uint32_t i = 0; i < o.qps; ++i) {
+        qps.push_back(create_bench_qp(pd, cq, o));
+        rdma_samples::qp_to_init(qps.back().get(), dev, remote_access);
+    }
+    return qps;
+}
+
+/**
+ * @brief The flags of QP @p i's exchange. With -q 1 they are the ones given; with more, each QP
+ * exchanges its own connection descriptors through numbered files (`<-ld>-0000`, `<-re>-0001`, ...),
+ * as rdma_multi_conn's connections do. The resource descriptor (-m) is QP 0's alone; RDMA CM needs no
+ * files (one connection per QP, one after the other on the same port).
+ * @param args the flags given
+ * @param i    the QP's index
+ * @param qps  how many QPs (-q)
+ * @return the flags for QP @p i
+ */
+inline rdma_samples::Args args_for_qp(const rdma_samples::Args &args, std::uint32_t i, std::uint32_t qps)
+{
+    rdma_samples::Args one = args;
+    if (qps > 1) {
+        one.local_descriptor_path = rdma_samples::numbered_path(args.local_descriptor_path, static_cast<int>(i));
+        one.remote_descriptor_path = rdma_samples::numbered_path(args.remote_descriptor_path, static_cast<int>(i));
+    }
+    return one;
 }
 
 } // namespace rdma_bench

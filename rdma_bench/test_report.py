@@ -28,11 +28,11 @@ class CsvLine(unittest.TestCase):
         # rate; min, typical, the percentiles and max. rdma_bench: the same, and its user and system
         # time per operation.
         for tool, test, name, knob, value, expected in [
-            ("perftest", "write_bw", "perftest_write_bw.txt", "", "", "0,50,0.01,0.003952,,,,,,,"),
-            ("perftest", "write_lat", "perftest_write_lat.txt", "", "", "0,,,,319.19,2380.78,6515.29,6515.29,6515.29,,"),
-            ("perftest", "atomic_lat", "perftest_atomic_lat.txt", "", "", ",,,,13.06,13.20,68.66,68.66,68.66,,"),
-            ("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4", "0,100,0.10,0.054153,,,,,,11.320,9.700"),
-            ("ours", "send_lat", "ours_send_lat.txt", "", "", "0,1,,,1772.16,1999.19,8175.09,8175.09,8175.09,4108.560,123.440"),
+            ("perftest", "write_bw", "perftest_write_bw.txt", "", "", "0,50,1,0.01,0.003952,,,,,,,"),
+            ("perftest", "write_lat", "perftest_write_lat.txt", "", "", "0,,1,,,319.19,2380.78,6515.29,6515.29,6515.29,,"),
+            ("perftest", "atomic_lat", "perftest_atomic_lat.txt", "", "", ",,1,,,13.06,13.20,68.66,68.66,68.66,,"),
+            ("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4", "0,100,1,0.10,0.054153,,,,,,11.320,9.700"),
+            ("ours", "send_lat", "ours_send_lat.txt", "", "", "0,1,1,,,1772.16,1999.19,8175.09,8175.09,8175.09,4108.560,123.440"),
         ]:
             with self.subTest(name):
                 self.assertEqual(self.line(tool, test, name, knob, value),
@@ -40,7 +40,7 @@ class CsvLine(unittest.TestCase):
 
     def test_a_nan_standard_deviation_still_gives_the_row(self):
         self.assertEqual(self.line("perftest", "write_lat", "perftest_write_lat_nan.txt"),
-                         "perftest,write_lat,64,500,1,,,busy,1,0,,,,344.36,2893.96,8880.31,217915.19,217915.19,,")
+                         "perftest,write_lat,64,500,1,,,busy,1,0,,1,,,344.36,2893.96,8880.31,217915.19,217915.19,,")
 
     def test_no_numeric_row_is_no_result(self):
         self.assertIsNone(self.line("perftest", "atomic_bw", "perftest_failed.txt"))
@@ -48,12 +48,12 @@ class CsvLine(unittest.TestCase):
     def test_the_last_numeric_row_counts(self):
         text = " 2 10 1.0 2.0 0.5\n 2 10 3.0 4.0 0.25\n"
         self.assertEqual(report.csv_line("perftest", "send_bw", "2", "10", "1", "", "", "events", "0", text),
-                         "perftest,send_bw,2,10,1,,,events,0,,,4.0,0.25,,,,,,,")
+                         "perftest,send_bw,2,10,1,,,events,0,,,1,4.0,0.25,,,,,,,")
 
     def test_perftest_inline_size_is_read_from_its_log(self):
         # rxe is a device perftest does not recognise: it disables inline, whatever -I said.
-        self.assertEqual(report.settings("perftest", saved("perftest_write_lat.txt")), ("0", ""))
-        self.assertEqual(report.settings("perftest", saved("perftest_failed.txt")), ("", ""))
+        self.assertEqual(report.settings("perftest", saved("perftest_write_lat.txt")), ("0", "", "1"))
+        self.assertEqual(report.settings("perftest", saved("perftest_failed.txt")), ("", "", "1"))
 
 
 class Verdict(unittest.TestCase):
@@ -138,7 +138,7 @@ class AddRun(unittest.TestCase):
             self.assertEqual(status, 0)
             with open(path) as f:
                 self.assertEqual(f.read(), report.CSV_HEADER +
-                                 "\nours,write_bw,4096,1000,2,,,busy,0,0,100,0.10,0.054153,,,,,,11.320,9.700\n")
+                                 "\nours,write_bw,4096,1000,2,,,busy,0,0,100,1,0.10,0.054153,,,,,,11.320,9.700\n")
             rows = report.load(path)
             self.assertEqual(rows[0]["bw_MBps"], "0.10")
             self.assertEqual(rows[0]["sys_us_per_op"], "9.700")
