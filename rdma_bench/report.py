@@ -191,11 +191,12 @@ def used(rows):
 
 def table(rows, tcg=False):
     lines = []
-    hdr = (f"{'test':<11}{'bytes':>6} {'wait':<7}{'metric':<10}{'perftest min/med/max':>24}  {'ours min/med/max':>24}"
+    pts = comparison(rows)
+    width = max([11] + [len(label(test, qps)) + 1 for test, _, _, qps in pts]) # ("write_bw -q4 ": wider)
+    hdr = (f"{'test':<{width}}{'bytes':>6} {'wait':<7}{'metric':<10}{'perftest min/med/max':>24}  {'ours min/med/max':>24}"
            f"{'ratio':>7} {'range':>11}  {'verdict':<9}{'runs':>5}  {'I,Q perftest|ours'}")
     lines += [hdr, "-" * len(hdr)]
     summary = []
-    pts = comparison(rows)
     order = lambda k: (TESTS.index(k[0]) if k[0] in TESTS else 99, k[1], k[2], k[3])
     for (test, size, wait, qps) in sorted(pts, key=order):
         tools = pts[(test, size, wait, qps)]
@@ -205,12 +206,12 @@ def table(rows, tcg=False):
         ratio, lo, hi, say = verdict(values(pt, field), values(us, field))
         show = lambda t: "-" if t is None else "/".join(fmt(v) for v in t)
         mark = "*" if tcg and wait == "busy" and test in PING_PONGS else ""
-        lines.append(f"{label(test, qps):<11}{size:>6} {wait + mark:<7}{name:<10}{show(a):>24}  {show(b):>24}"
+        lines.append(f"{label(test, qps):<{width}}{size:>6} {wait + mark:<7}{name:<10}{show(a):>24}  {show(b):>24}"
                      f"{'-' if ratio is None else f'{ratio:.2f}':>7} "
                      f"{'-' if lo is None else f'{lo:.2f}-{hi:.2f}':>11}  {say:<9}{min(len(pt), len(us)):>5}"
                      f"  {used(pt)}|{used(us)}")
         summary.append([test, size, wait, qps, name, *(a or (None,) * 3), *(b or (None,) * 3), ratio, lo, hi, say])
-    if tcg:
+    if tcg and any(wait == "busy" and test in PING_PONGS for test, _, wait, _ in pts):
         lines.append("* a busy-polling ping-pong under single-threaded TCG: it measures the emulator's switch between "
                      "the two vCPUs (about 2 ms), not RDMA")
     return lines, summary

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """rdma_bench/test_report.py: report.py reads perftest's and rdma_bench's output, and judges them.
 
-The saved outputs are in rdma_bench/testdata/: real runs of `./lab bench --quick --pairs 1` in the
-Soft-RoCE VM (perftest's rows hold tabs), and a perftest client that found no server. Run by meson test (suite unit), or by itself.
+The saved outputs are in rdma_bench/testdata/: real runs of `./lab bench --quick --pairs 1` and of
+`./lab bench --qps` (the *_q4 files: -q 4) in the Soft-RoCE VM (perftest's rows hold tabs), and a
+perftest client that found no server. Run by meson test (suite unit), or by itself.
 """
 import os
 import sys
@@ -49,6 +50,18 @@ class CsvLine(unittest.TestCase):
         text = " 2 10 1.0 2.0 0.5\n 2 10 3.0 4.0 0.25\n"
         self.assertEqual(report.csv_line("perftest", "send_bw", "2", "10", "1", "", "", "events", "0", text),
                          "perftest,send_bw,2,10,1,,,events,0,,,1,4.0,0.25,,,,,,,")
+
+    def test_the_queue_pairs_are_read_from_each_tools_log(self):
+        # ib_write_bw -q 4 prints "Number of qps : 4" and one row for all four QPs (1200 = 4 x 300);
+        # rdma_bench -q 4 says "4 QPs" in its step 3.
+        self.assertEqual(report.settings("perftest", saved("perftest_write_bw_q4.txt")), ("0", "100", "4"))
+        self.assertEqual(report.settings("ours", saved("ours_write_bw_q4.txt")), ("0", "100", "4"))
+        self.assertEqual(report.csv_line("perftest", "write_bw", "65536", "300", "1", "", "", "busy", "1",
+                                         saved("perftest_write_bw_q4.txt")),
+                         "perftest,write_bw,65536,300,1,,,busy,1,0,100,4,186.29,0.002981,,,,,,,")
+        self.assertEqual(report.csv_line("ours", "write_bw", "65536", "300", "1", "", "", "busy", "1",
+                                         saved("ours_write_bw_q4.txt")),
+                         "ours,write_bw,65536,300,1,,,busy,1,0,100,4,178.68,0.002859,,,,,,0.000,349.522")
 
     def test_perftest_inline_size_is_read_from_its_log(self):
         # rxe is a device perftest does not recognise: it disables inline, whatever -I said.
@@ -103,6 +116,21 @@ class Table(unittest.TestCase):
         self.assertRegex(lines[3], r"^send_lat +2 events +median us +50/51/52 +50/51/52 +1\.00 +0\.96-1\.04 +same +3  0,1\|0,1$")
         self.assertIn("vCPU", lines[-1])
         self.assertEqual(summary[1][-1], "same")
+
+
+    def test_runs_on_several_queue_pairs_are_a_point_of_their_own(self):
+        def runs(tool, qps, vals):
+            return [dict(tool=tool, test="write_bw", size="65536", knob="", value="", wait="busy", inline="0",
+                         cq_mod="100", qps=qps, bw_MBps=str(v), rate_Mmsgps="", lat_median_us="") for v in vals]
+        rows = (runs("perftest", "1", [180, 181, 182]) + runs("ours", "1", [181, 182, 183]) +
+                runs("perftest", "4", [100, 101, 102]) + runs("ours", "4", [101, 100, 102]))
+        for r in rows[:6]:
+            del r["qps"] # (a results.csv from before the column: one QP)
+        lines, summary = report.table(rows, tcg=True)
+        self.assertRegex(lines[2], r"^write_bw +65536 busy +MB/s +180/181/182 +181/182/183 +1\.01 ")
+        self.assertRegex(lines[3], r"^write_bw -q4 +65536 busy +MB/s +100/101/102 +100/101/102 +1\.00 ")
+        self.assertEqual(len(lines), 4) # (no ping-pong: no footnote)
+        self.assertEqual([row[3] for row in summary], [1, 4])
 
 
 class Counts(unittest.TestCase):

@@ -198,4 +198,5 @@ programs() {
     run "$bench" --help
     assert_success
     assert_line --partial "--profile     only the counts"
+    assert_line --partial "--qps         only the points with several queue pairs"
 }
