@@ -17,6 +17,7 @@
 #include <rdma_samples/verbs.hpp>
 
 #include <cerrno>
+#include <string>
 #include <vector>
 
 namespace rdma_bench {
@@ -103,6 +104,13 @@ inline std::vector<rdma_samples::QpPtr> create_bench_qps(const rdma_samples::Dev
         rdma_samples::qp_to_init(qps.back().get(), dev, remote_access);
     }
     return qps;
+}
+
+/** @brief The QPs of step 3, as the output names them. @param o the knobs
+ *  @return "a QP", or e.g. "4 QPs on it" (-q 4: they share the CQ) */
+inline std::string qps_text(const Options &o)
+{
+    return o.qps == 1 ? std::string("a QP") : std::to_string(o.qps) + " QPs on it";
 }
 
 /**

@@ -53,7 +53,7 @@ PERFTEST_INLINE = re.compile(r"Max inline data\s*:\s*([0-9]+)")
 PERFTEST_CQ_MOD = re.compile(r"CQ Moderation\s*:\s*([0-9]+)")
 PERFTEST_QPS = re.compile(r"Number of qps\s*:\s*([0-9]+)")
 OURS_SETTINGS = re.compile(r"signal every ([0-9]+), inline up to ([0-9]+) bytes")
-OURS_QPS = re.compile(r"and ([0-9]+) QPs? on it")
+OURS_QPS = re.compile(r"and ([0-9]+) QPs on it") # (one QP: "and a QP")
 
 
 def result_row(text):

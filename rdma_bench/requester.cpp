@@ -129,8 +129,8 @@ static void run(const Args &args, const Options &o)
 
     // -q N: each QP has a slice of `region` bytes of its own on each side, so --verify can check each.
     const std::size_t slices = static_cast<std::size_t>(region) * o.qps;
-    step(2, "register %u-byte regions: what we send, and where the responder's data lands (%u QP%s: %zu bytes)", region,
-         o.qps, o.qps > 1 ? "s" : "", slices);
+    step(2, "register two regions: %u bytes we send, and %zu where the responder's data lands (%u per QP)", region, slices,
+         region);
     Buffer buf(region + slices);
     char *out = buf.data(), *landing = buf.data() + region;
     for (std::uint32_t i = 0; i < region; ++i)
@@ -139,8 +139,8 @@ static void run(const Args &args, const Options &o)
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
                    "ibv_reg_mr"));
 
-    step(3, "create a completion queue%s and %u QP%s on it: depth %u, signal every %u, inline up to %lld bytes",
-         o.events ? " with a completion channel" : "", o.qps, o.qps > 1 ? "s" : "", o.tx_depth, o.cq_mod,
+    step(3, "create a completion queue%s and %s: depth %u, signal every %u, inline up to %lld bytes",
+         o.events ? " with a completion channel" : "", qps_text(o).c_str(), o.tx_depth, o.cq_mod,
          static_cast<long long>(o.inline_size));
     CompChannelPtr channel(o.events ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.qps * (o.tx_depth + o.rx_depth + 4)), nullptr, channel.get(), 0),

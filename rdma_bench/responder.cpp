@@ -80,8 +80,8 @@ static void run(const Args &args, const Options &o)
             buf.data()[i] = pattern(static_cast<std::uint32_t>(i % region)); // what the requester will read
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | remote), "ibv_reg_mr"));
 
-    step(3, "create a completion queue%s and %u QP%s on it: depth %u, inline up to %lld bytes",
-         o.events ? " with a completion channel" : "", o.qps, o.qps > 1 ? "s" : "", o.tx_depth,
+    step(3, "create a completion queue%s and %s: depth %u, inline up to %lld bytes",
+         o.events ? " with a completion channel" : "", qps_text(o).c_str(), o.tx_depth,
          static_cast<long long>(o.inline_size));
     const bool passive = o.op == Op::write || o.op == Op::read || o.op == Op::atomic
                              ? o.mode == Mode::bw || o.op != Op::write
