@@ -116,20 +116,28 @@ inline std::string qps_text(const Options &o)
 /**
  * @brief The flags of QP @p i's exchange. With -q 1 they are the ones given; with more, each QP
  * exchanges its own connection descriptors through numbered files (`<-ld>-0000`, `<-re>-0001`, ...),
- * as rdma_multi_conn's connections do. The resource descriptor (-m) is QP 0's alone; RDMA CM needs no
- * files (one connection per QP, one after the other on the same port).
+ * as rdma_multi_conn's connections do, and with `-cm` QP i connects on port `-lp` + i: a listener of
+ * its own, so no QP's connection request can reach the listener of another (the server would have to
+ * reject it). The resource descriptor (-m) is QP 0's alone.
  * @param args the flags given
  * @param i    the QP's index
  * @param qps  how many QPs (-q)
  * @return the flags for QP @p i
+ * @throws KnobError when `-lp` + i is beyond the last port, 65535
  */
 inline rdma_samples::Args args_for_qp(const rdma_samples::Args &args, std::uint32_t i, std::uint32_t qps)
 {
     rdma_samples::Args one = args;
-    if (qps > 1) {
-        one.local_descriptor_path = rdma_samples::numbered_path(args.local_descriptor_path, static_cast<int>(i));
-        one.remote_descriptor_path = rdma_samples::numbered_path(args.remote_descriptor_path, static_cast<int>(i));
-    }
+    if (qps == 1)
+        return one;
+    one.local_descriptor_path = rdma_samples::numbered_path(args.local_descriptor_path, static_cast<int>(i));
+    one.remote_descriptor_path = rdma_samples::numbered_path(args.remote_descriptor_path, static_cast<int>(i));
+    const std::uint32_t port = args.listen_port + i;
+    if (args.use_cm && port > 65535)
+        throw KnobError("-lp " + std::to_string(args.listen_port) + " with -q " + std::to_string(qps) +
+                            ": QP " + std::to_string(i) + " would listen on port " + std::to_string(port) + ", beyond 65535",
+                        "give -lp " + std::to_string(65536 - qps) + " or less on both sides");
+    one.listen_port = static_cast<std::uint16_t>(port);
     return one;
 }
 

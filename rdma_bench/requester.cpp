@@ -151,7 +151,7 @@ static void run(const Args &args, const Options &o)
     for (const QpPtr &qp : qps)
         info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    step(4, args.use_cm ? "connect to the responder with RDMA CM (a connection per QP); it SENDs its mmap descriptor"
+    step(4, args.use_cm ? "connect to the responder with RDMA CM (a connection per QP, on ports -lp and up); it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS");
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
@@ -236,6 +236,7 @@ int main(int argc, char **argv)
     add_bench_flags(spec, opt);
     return run_sample(spec, argc, argv, [&](const Args &args) {
         finish(opt); // defaults that depend on other knobs, and knobs that contradict each other (exit 2)
+        args_for_qp(args, opt.qps - 1, opt.qps); // (-cm -q N: the last QP's port exists, or exit 2 now)
         run(args, opt);
     });
 }

@@ -107,7 +107,7 @@ static void run(const Args &args, const Options &o)
         post_receives(qps[i].get(), ahead, reinterpret_cast<std::uintptr_t>(buf.data() + std::size_t{region} * i), max_size,
                       mr->lkey);
 
-    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM (a connection per QP), then SEND it our mmap descriptor"
+    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM (a connection per QP, on ports -lp and up), then SEND it our mmap descriptor"
                         : "wait for the requester, move the QPs to RTR and RTS, export the buffer");
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 255)); // (requester.cpp)
     ResourceDescriptor exported{};
@@ -117,11 +117,9 @@ static void run(const Args &args, const Options &o)
     exported.rkey = mr->rkey;
     exported.access = IBV_ACCESS_LOCAL_WRITE | remote;
     std::vector<Exchange> exchanges;
-    for (std::uint32_t i = 0; i < o.qps; ++i) { // the buffer is exported once, to QP 0
+    for (std::uint32_t i = 0; i < o.qps; ++i) // the buffer is exported once, to QP 0
         exchanges.push_back(accept_requester(args_for_qp(args, i, o.qps), dev, pd.get(), qps[i].get(), completions,
                                              "the requester (rdma_bench_requester)", rd_atomic, i == 0 ? &exported : nullptr));
-        exchanges.back().cm.listen_id.reset(); // (-cm: free the port for the next QP's connection)
-    }
     const ResourceDescriptor peer = parse_resource_descriptor(requester_desc.wait(completions, args.timeout_s),
                                                               "the requester's SEND", ResourceKind::mmap);
     info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
@@ -186,6 +184,7 @@ int main(int argc, char **argv)
     add_bench_flags(spec, opt);
     return run_sample(spec, argc, argv, [&](const Args &args) {
         finish(opt); // defaults that depend on other knobs, and knobs that contradict each other (exit 2)
+        args_for_qp(args, opt.qps - 1, opt.qps); // (-cm -q N: the last QP's port exists, or exit 2 now)
         run(args, opt);
     });
 }

@@ -131,7 +131,7 @@ assert_both_verified() {
     assert_both_verified
 }
 
-@test "rdma_bench: -q 0, above the maximum, or with --mode lat is a usage error with a hint" {
+@test "rdma_bench: -q 0, above the maximum, with --mode lat, or past the last port with -cm is a usage error with a hint" {
     run -2 --separate-stderr "$REQUESTER" $(requester_paths) -q 0
     assert_equal "$stderr" "rdma_bench_requester: --qps 0: expected 1 to 16 queue pairs
 hint: give -q 1 to 16 (each QP has its own slice of memory, up to 8 MiB, on both sides)"
@@ -141,6 +141,9 @@ hint: give -q 1 to 16 (each QP has its own slice of memory, up to 8 MiB, on both
     run -2 --separate-stderr "$REQUESTER" $(requester_paths) --mode lat -q 2
     assert_equal "$stderr" "rdma_bench_requester: --qps 2: a latency test times one operation at a time, on one QP
 hint: give --mode bw with -q, or leave -q out (perftest's ib_*_lat refuse -q too)"
+    run -2 --separate-stderr "$RESPONDER" -cm -lp 65534 -q 4
+    assert_equal "$stderr" "rdma_bench_responder: -lp 65534 with -q 4: QP 3 would listen on port 65537, beyond 65535
+hint: give -lp 65532 or less on both sides"
 }
 
 @test "rdma_bench: --duration repeats rounds of --iters until the time is up (perftest -D)" {
