@@ -9,10 +9,16 @@
 
 #include "options.hpp"
 
+#include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/descriptor_file.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/verbs.hpp>
 
 #include <cerrno>
+#include <string>
+#include <vector>
 
 namespace rdma_bench {
 
@@ -74,6 +80,65 @@ inline rdma_samples::QpPtr create_bench_qp(ibv_pd *pd, ibv_cq *cq, const Options
     throw KnobError("--inline-size " + std::to_string(want) + ": above the device's limit of " + std::to_string(lo) +
                         " bytes inline (ibv_create_qp refused max_inline_data " + std::to_string(want) + ")",
                     "give --inline-size " + std::to_string(lo) + " or less");
+}
+
+/**
+ * @brief The -q queue pairs, all on one CQ, moved to INIT: create_bench_qp() -q times. More than the
+ * device's max_qp is a KnobError that names the limit.
+ * @param dev           the device (its max_qp)
+ * @param pd,cq         the protection domain and the completion queue they all share
+ * @param o             the knobs
+ * @param remote_access what the peer may do in our memory (qp_to_init())
+ * @return the QPs, in INIT
+ */
+inline std::vector<rdma_samples::QpPtr> create_bench_qps(const rdma_samples::Device &dev, ibv_pd *pd, ibv_cq *cq,
+                                                         const Options &o, int remote_access)
+{
+    if (o.qps > static_cast<std::uint32_t>(dev.device_attr.max_qp))
+        throw KnobError("--qps " + std::to_string(o.qps) + ": more than the " + std::to_string(dev.device_attr.max_qp) +
+                            " queue pairs device " + dev.name + " allows (max_qp)",
+                        "give -q " + std::to_string(dev.device_attr.max_qp) + " or less");
+    std::vector<rdma_samples::QpPtr> qps;
+    for (std::uint32_t i = 0; i < o.qps; ++i) {
+        qps.push_back(create_bench_qp(pd, cq, o));
+        rdma_samples::qp_to_init(qps.back().get(), dev, remote_access);
+    }
+    return qps;
+}
+
+/** @brief The QPs of step 3, as the output names them. @param o the knobs
+ *  @return "a QP", or e.g. "4 QPs on it" (-q 4: they share the CQ) */
+inline std::string qps_text(const Options &o)
+{
+    return o.qps == 1 ? std::string("a QP") : std::to_string(o.qps) + " QPs on it";
+}
+
+/**
+ * @brief The flags of QP @p i's exchange. With -q 1 they are the ones given; with more, each QP
+ * exchanges its own connection descriptors through numbered files (`<-ld>-0000`, `<-re>-0001`, ...),
+ * as rdma_multi_conn's connections do, and with `-cm` QP i connects on port `-lp` + i: a listener of
+ * its own, so no QP's connection request can reach the listener of another (the server would have to
+ * reject it). The resource descriptor (-m) is QP 0's alone.
+ * @param args the flags given
+ * @param i    the QP's index
+ * @param qps  how many QPs (-q)
+ * @return the flags for QP @p i
+ * @throws KnobError when `-lp` + i is beyond the last port, 65535
+ */
+inline rdma_samples::Args args_for_qp(const rdma_samples::Args &args, std::uint32_t i, std::uint32_t qps)
+{
+    rdma_samples::Args one = args;
+    if (qps == 1)
+        return one;
+    one.local_descriptor_path = rdma_samples::numbered_path(args.local_descriptor_path, static_cast<int>(i));
+    one.remote_descriptor_path = rdma_samples::numbered_path(args.remote_descriptor_path, static_cast<int>(i));
+    const std::uint32_t port = args.listen_port + i;
+    if (args.use_cm && port > 65535)
+        throw KnobError("-lp " + std::to_string(args.listen_port) + " with -q " + std::to_string(qps) +
+                            ": QP " + std::to_string(i) + " would listen on port " + std::to_string(port) + ", beyond 65535",
+                        "give -lp " + std::to_string(65536 - qps) + " or less on both sides");
+    one.listen_port = static_cast<std::uint16_t>(port);
+    return one;
 }
 
 } // namespace rdma_bench

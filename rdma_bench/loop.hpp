@@ -14,9 +14,11 @@
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -33,16 +35,17 @@ inline char ping_tag(std::uint64_t n) { return static_cast<char>(n % 250 + 1); }
 /**
  * @brief The work request of @p op toward the peer's memory, filled once: the loops change only wr_id,
  * send_flags and next. The responder answers a ping-pong with the same operation.
- * @param op   the operation (--op)
- * @param cas  with Op::atomic: compare-and-swap instead of fetch-and-add (--atomic cas)
- * @param peer where it goes: the responder's exported buffer, or the requester's landing region
+ * @param op          the operation (--op)
+ * @param cas         with Op::atomic: compare-and-swap instead of fetch-and-add (--atomic cas)
+ * @param remote_addr where it goes: in the responder's exported buffer, or the requester's landing region
+ * @param rkey        that memory's remote key
  * @return the work request, without its scatter/gather list
  */
-inline ibv_send_wr operation_wr(Op op, bool cas, const rdma_samples::ResourceDescriptor &peer)
+inline ibv_send_wr operation_wr(Op op, bool cas, std::uint64_t remote_addr, std::uint32_t rkey)
 {
     ibv_send_wr wr{};
-    wr.wr.rdma.remote_addr = peer.addr;
-    wr.wr.rdma.rkey = peer.rkey;
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
     switch (op) {
     case Op::write: wr.opcode = IBV_WR_RDMA_WRITE; break;
     case Op::write_imm: wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM, wr.imm_data = htonl(immediate); break;
@@ -50,8 +53,8 @@ inline ibv_send_wr operation_wr(Op op, bool cas, const rdma_samples::ResourceDes
     case Op::read: wr.opcode = IBV_WR_RDMA_READ; break;
     case Op::atomic:
         wr.opcode = cas ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
-        wr.wr.atomic.remote_addr = peer.addr; // (a union with wr.rdma: set after it)
-        wr.wr.atomic.rkey = peer.rkey;
+        wr.wr.atomic.remote_addr = remote_addr; // (a union with wr.rdma: set after it)
+        wr.wr.atomic.rkey = rkey;
         wr.wr.atomic.compare_add = 1; // the add; for a compare-and-swap, post_chain() sets both values
         break;
     }
@@ -69,57 +72,85 @@ inline ibv_wc_opcode sent_opcode(const Options &o)
     }
 }
 
-/** @brief Everything the measuring loops touch, on either side. */
-struct Loop {
+/**
+ * @brief One queue pair of the measurement and its own slice of memory on each side. With -q N
+ * (perftest's -q) there are N: each carries --iters messages, all share one CQ, and their completions
+ * are told apart by the QP number each one names (ibv_wc::qp_num).
+ */
+struct Lane {
     /**
      * @param knobs  the knobs
      * @param q      the QP, at RTS
-     * @param w      how to wait for its completions
-     * @param op_wr  the operation (operation_wr())
+     * @param op_wr  the operation toward this QP's slice of the peer's memory (operation_wr())
      * @param source what it sends (WRITE, SEND), or where its answer lands (READ, atomic)
-     * @param land   where the peer's WRITEs and messages land
+     * @param land   where the peer's WRITEs and messages for this QP land
      * @param key    our memory region's lkey
      */
-    Loop(const Options &knobs, ibv_qp *q, CompletionWaiter w, const ibv_send_wr &op_wr, char *source, char *land,
-         std::uint32_t key)
-        : opt(knobs), qp(q), waiter(std::move(w)), sq{0, 0, knobs.tx_depth, knobs.cq_mod}, wr(op_wr),
-          sge{reinterpret_cast<std::uintptr_t>(source), 0, key}, buf(source), landing(land), chain(knobs.post_list)
+    Lane(const Options &knobs, ibv_qp *q, const ibv_send_wr &op_wr, char *source, char *land, std::uint32_t key)
+        : qp(q), sq{0, 0, knobs.tx_depth, knobs.cq_mod}, wr(op_wr),
+          sge{reinterpret_cast<std::uintptr_t>(source), 0, key}, buf(source), landing(land)
     {
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
+        wr.num_sge = 1; // (sg_list is set as each request is posted: a Lane may move in its vector)
     }
-    Loop(const Loop &) = delete;
-    Loop &operator=(const Loop &) = delete;
 
-    const Options &opt;           ///< the knobs
     ibv_qp *qp;                   ///< the QP
-    CompletionWaiter waiter;      ///< busy polling or events, in batches
-    SendQueue sq;                 ///< the send queue's slots under selective signaling
+    SendQueue sq;                 ///< its send queue's slots under selective signaling
     ibv_send_wr wr;               ///< the operation; only wr_id, send_flags and next change
     ibv_sge sge;                  ///< its one scatter/gather element; only the length changes
     char *buf;                    ///< where the sge points
-    char *landing;                ///< where the peer's data lands
+    char *landing;                ///< where the peer's data for this QP lands
     std::uint64_t recvs_left = 0; ///< receives still to post: one for each message still to come
     std::uint64_t received = 0;   ///< messages taken (SEND, WRITE with immediate), the goodbye not counted
-    bool goodbye = false;         ///< the requester's zero-length SEND has arrived
-    bool bad_imm = false;         ///< a WRITE with immediate carried another value than #immediate
+    bool goodbye = false;         ///< the requester's zero-length SEND has arrived on this QP
+};
+
+/** @brief Everything the measuring loops touch, on either side. */
+struct Loop {
+    /**
+     * @param knobs the knobs
+     * @param w     how to wait for the completions of every QP (they share the CQ)
+     */
+    Loop(const Options &knobs, CompletionWaiter w) : opt(knobs), waiter(std::move(w)), chain(knobs.post_list) {}
+    Loop(const Loop &) = delete;
+    Loop &operator=(const Loop &) = delete;
+
+    /** @brief The QP a completion belongs to. @param wc the completion @return its lane */
+    Lane &lane_of(const ibv_wc &wc)
+    {
+        for (Lane &lane : lanes) // (a handful: -q is at most max_qps)
+            if (lane.qp->qp_num == wc.qp_num)
+                return lane;
+        throw rdma_samples::Error("a completion for QP " + rdma_samples::hex(wc.qp_num) + ", which is none of ours",
+                                  "a bug: every QP on this CQ is a lane of the loop");
+    }
+    /** @brief Whether the requester's goodbye has arrived on every QP. @return true when it has */
+    bool all_goodbyes() const
+    {
+        return std::all_of(lanes.begin(), lanes.end(), [](const Lane &lane) { return lane.goodbye; });
+    }
+
+    const Options &opt;             ///< the knobs
+    CompletionWaiter waiter;        ///< busy polling or events, in batches, on the shared CQ
+    std::vector<Lane> lanes;        ///< the QPs (-q); latency tests have one
+    bool bad_imm = false;           ///< a WRITE with immediate carried another value than #immediate
     std::vector<ibv_send_wr> chain; ///< room for one chain of --post-list requests
 };
 
 //! [post_chain]
 // Post n work requests, linked through `next`, with ONE ibv_post_send(): one call, one doorbell (the
 // write that tells the device there is work) for the whole chain instead of one per request.
-inline void post_chain(Loop &loop, std::uint32_t n, std::uint32_t size, std::uint64_t first, std::uint64_t last)
+inline void post_chain(Loop &loop, Lane &lane, std::uint32_t n, std::uint32_t size, std::uint64_t first, std::uint64_t last)
 {
     ibv_send_wr *wr = loop.chain.data(); // allocated once: no malloc on the fast path
-    loop.sge.length = size;
-    const bool can_inline = size <= loop.opt.inline_size && loop.wr.opcode != IBV_WR_RDMA_READ &&
-                            loop.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD && loop.wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP;
+    lane.sge.length = size;
+    const bool can_inline = size <= loop.opt.inline_size && lane.wr.opcode != IBV_WR_RDMA_READ &&
+                            lane.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD && lane.wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP;
     for (std::uint32_t k = 0; k < n; ++k) {
-        const std::uint64_t i = loop.sq.posted + k;
-        wr[k] = loop.wr;
-        wr[k].wr_id = i; // its running number: a completion for it frees every slot up to it
-        wr[k].send_flags = (loop.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
+        const std::uint64_t i = lane.sq.posted + k;
+        wr[k] = lane.wr;
+        wr[k].sg_list = &lane.sge;
+        wr[k].wr_id = i; // its running number on this QP: a completion for it frees every slot up to it
+        wr[k].send_flags = (lane.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
         wr[k].next = k + 1 < n ? &wr[k + 1] : nullptr;
         if (wr[k].opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
             // The i-th compare-and-swap expects the counter at i and swaps in i + 1, so every one
@@ -131,16 +162,16 @@ inline void post_chain(Loop &loop, std::uint32_t n, std::uint32_t size, std::uin
     ibv_send_wr *bad = nullptr;
     // Build the error's text only on an error: a std::string per post (malloc, to_string, free) cost
     // ~800 instructions per operation, more than librxe's whole post (callgrind; chapter 10).
-    if (const int rc = ibv_post_send(loop.qp, wr, &bad); rc != 0)
+    if (const int rc = ibv_post_send(lane.qp, wr, &bad); rc != 0)
         rdma_samples::check_rc(rc, "ibv_post_send(" + std::to_string(n) + " work requests)");
-    loop.sq.posted += n;
+    lane.sq.posted += n;
 }
 //! [post_chain]
 
 /**
  * @brief Take what the CQ has (one batch): a send's completion frees its slot and those of the
- * unsignaled sends before it; a message is counted and its receive replaced; a zero-length SEND is the
- * requester's goodbye (chapter 2), the last message of the receive queue.
+ * unsignaled sends before it on its QP; a message is counted and its receive replaced; a zero-length
+ * SEND is the requester's goodbye (chapter 2), the last message of its QP's receive queue.
  * @param loop the loop's state
  * @param what what is awaited, for the timeout message
  * @return how many messages were taken (the goodbye not counted)
@@ -151,29 +182,30 @@ inline int take_completions(Loop &loop, const char *what)
     const int n = loop.waiter.wait(what);
     for (int i = 0; i < n; ++i) {
         const ibv_wc &wc = loop.waiter.wc(i);
-        // wr_id and status are valid in every completion; the opcode only in a successful one. Build
-        // a message only on failure: this is the fast path.
+        // wr_id, status and qp_num are valid in every completion; the opcode only in a successful one.
+        // Build a message only on failure: this is the fast path.
+        Lane &lane = loop.lane_of(wc);
         if (wc.wr_id != recv_wr_id) {
             if (wc.status != IBV_WC_SUCCESS || wc.opcode != sent_opcode(loop.opt))
                 rdma_samples::check_wc(wc, sent_opcode(loop.opt), op_name(loop.opt.op));
-            loop.sq.completed(wc);
+            lane.sq.completed(wc);
             continue;
         }
         if (wc.status != IBV_WC_SUCCESS || (wc.opcode != IBV_WC_RECV && wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM))
             rdma_samples::check_wc(wc, IBV_WC_RECV, "a receive");
         if (wc.opcode == IBV_WC_RECV && wc.byte_len == 0) {
-            loop.goodbye = true; // everything the requester sent before it has arrived
+            lane.goodbye = true; // everything the requester sent on this QP before it has arrived
             continue;
         }
-        ++loop.received;
+        ++lane.received;
         ++got;
         if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && ntohl(wc.imm_data) != immediate)
             loop.bad_imm = true;
         //! [repost]
         // A consumed receive is replaced at once, so the sender never finds the queue empty (RNR).
-        if (loop.recvs_left > 0) {
-            post_receives(loop.qp, 1, reinterpret_cast<std::uintptr_t>(loop.landing), max_size, loop.sge.lkey);
-            --loop.recvs_left;
+        if (lane.recvs_left > 0) {
+            post_receives(lane.qp, 1, reinterpret_cast<std::uintptr_t>(lane.landing), max_size, lane.sge.lkey);
+            --lane.recvs_left;
         }
         //! [repost]
     }

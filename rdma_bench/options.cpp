@@ -41,8 +41,8 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o)
         return [flag, hi](const std::string &v) { return parse_number(flag, v, 0, hi); };
     };
     auto add = [&](const char *name, const char *value, const char *help, const char *def,
-                   std::function<void(const std::string &)> apply) {
-        spec.extra.push_back({name, value, help, def, std::move(apply)});
+                   std::function<void(const std::string &)> apply, const char *short_name = "") {
+        spec.extra.push_back({name, value, help, def, std::move(apply), short_name});
     };
     // A flag that takes one of two words: `no` leaves `field` false, `yes` sets it; anything else is a
     // usage error whose hint names both (`hint_no`, `hint_yes` say what each means).
@@ -79,6 +79,13 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o)
     add("all", "", "every power of two from 2 B to 8 MiB (perftest -a)", "off", [&o](const std::string &) { o.all_sizes = true; });
     add("iters", "N", "timed operations per size", "1000",
         [&o, f = number("--iters", 100000000)](const std::string &v) { o.iters = static_cast<std::uint32_t>(f(v)); });
+    add("qps", "N", "bandwidth: N queue pairs, each carrying --iters messages, sharing one CQ (perftest -q)", "1",
+        [&o](const std::string &v) {
+            o.qps = static_cast<std::uint32_t>(parse_number("--qps", v, 0, 1000000));
+            if (o.qps == 0 || o.qps > max_qps)
+                throw KnobError("--qps " + v + ": expected 1 to " + std::to_string(max_qps) + " queue pairs",
+                                "give -q 1 to " + std::to_string(max_qps) + " (each QP has its own slice of memory, up to 8 MiB, on both sides)");
+        }, "q");
     add("duration", "SECONDS", "bandwidth of write, read, atomic: repeat --iters rounds until SECONDS have passed (perftest -D)",
         "off (one round)", [&o, f = number("--duration", 86400)](const std::string &v) {
             o.duration_s = static_cast<std::uint32_t>(f(v));
@@ -145,6 +152,9 @@ void finish(Options &o)
         throw KnobError("--duration: only for --mode bw of write, read or atomic: the responder of a " +
                             std::string(lat ? "ping-pong" : "SEND") + " counts the messages it takes",
                         "give --iters N instead (the number of operations)");
+    if (o.qps > 1 && lat)
+        throw KnobError("--qps " + std::to_string(o.qps) + ": a latency test times one operation at a time, on one QP",
+                        "give --mode bw with -q, or leave -q out (perftest's ib_*_lat refuse -q too)");
     if (o.explicit_atomic && o.op != Op::atomic)
         throw KnobError(std::string("--atomic: only for --op atomic, not --op ") + op_name(o.op),
                         "add --op atomic, or leave --atomic out");

@@ -22,8 +22,10 @@ enum class Op { write, read, send, write_imm, atomic };
 /** @brief The measurement: bandwidth and message rate (perftest's _bw) or latency (_lat). */
 enum class Mode { bw, lat };
 
-/** @brief The largest message, and so the size of the memory region each side registers. */
+/** @brief The largest message, and so the size of the memory region each side registers per QP. */
 inline constexpr std::uint32_t max_size = 8u << 20; // perftest -a goes to 8 MiB
+/** @brief The most queue pairs -q takes: each has its own slice of memory, up to max_size, on both sides. */
+inline constexpr std::uint32_t max_qps = 16;
 
 /** @brief Every knob, after defaults are filled in by finish(). */
 struct Options {
@@ -31,7 +33,8 @@ struct Options {
     Mode mode = Mode::bw;             ///< --mode
     std::uint32_t size = 0;           ///< --size (0 until finish(): 65536 for bw, 2 for lat, 8 for atomics)
     bool all_sizes = false;           ///< --all: 2, 4, ... 8 MiB (perftest -a)
-    std::uint32_t iters = 1000;       ///< --iters: timed operations per size
+    std::uint32_t iters = 1000;       ///< --iters: timed operations per size (and per QP)
+    std::uint32_t qps = 1;            ///< -q, --qps: queue pairs sharing the CQ (bandwidth only; perftest -q)
     std::uint32_t duration_s = 0;     ///< --duration: repeat --iters rounds for at least this long (0: once)
     std::int64_t warmup = -1;         ///< --warmup: untimed operations before them (-1: iters / 10)
     std::uint32_t tx_depth = 0;       ///< --tx-depth: send work requests outstanding (0: 128 bw, 1 lat)

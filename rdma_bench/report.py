@@ -26,7 +26,7 @@ import statistics
 import sys
 from collections import defaultdict
 
-CSV_HEADER = ("tool,test,size,iters,pair,knob,value,wait,first,inline,cq_mod,bw_MBps,rate_Mmsgps,lat_min_us,"
+CSV_HEADER = ("tool,test,size,iters,pair,knob,value,wait,first,inline,cq_mod,qps,bw_MBps,rate_Mmsgps,lat_min_us,"
               "lat_median_us,lat_p99_us,lat_p999_us,lat_max_us,user_us_per_op,sys_us_per_op")
 
 # The numeric row of a result: a line of numbers only (bytes, iterations, then the measurements; perftest
@@ -46,11 +46,14 @@ COLUMNS = {
 MEASUREMENTS = ["bw", "rate", "min", "med", "p99", "p999", "max", "user", "sys"]
 
 # What each tool really used, from its own log: perftest prints its parameters ("Max inline data :
-# 0[B]", "CQ Moderation : 100"; it disables inline on devices it does not recognise, rxe among them),
-# rdma_bench its step 3 ("signal every 100, inline up to 0 bytes").
+# 0[B]", "CQ Moderation : 100", "Number of qps : 2"; it disables inline on devices it does not
+# recognise, rxe among them), rdma_bench its step 3 ("and 2 QPs on it: ... signal every 100, inline up
+# to 0 bytes"). The queue pairs (-q) are part of a point: a run is compared with runs on as many QPs.
 PERFTEST_INLINE = re.compile(r"Max inline data\s*:\s*([0-9]+)")
 PERFTEST_CQ_MOD = re.compile(r"CQ Moderation\s*:\s*([0-9]+)")
+PERFTEST_QPS = re.compile(r"Number of qps\s*:\s*([0-9]+)")
 OURS_SETTINGS = re.compile(r"signal every ([0-9]+), inline up to ([0-9]+) bytes")
+OURS_QPS = re.compile(r"and ([0-9]+) QPs on it") # (one QP: "and a QP")
 
 
 def result_row(text):
@@ -60,12 +63,12 @@ def result_row(text):
 
 
 def settings(tool, text):
-    """(inline size, CQ moderation) the run really used, as strings; "" where the log does not say."""
+    """(inline size, CQ moderation, queue pairs) the run really used, as strings; "" where the log does not
+    say (queue pairs: "1", as in the logs of tools that did not print it)."""
+    found = lambda pattern, group=1: (lambda m: m.group(group) if m else "")(pattern.search(text))
     if tool == "perftest":
-        inline, cq_mod = PERFTEST_INLINE.search(text), PERFTEST_CQ_MOD.search(text)
-        return (inline.group(1) if inline else "", cq_mod.group(1) if cq_mod else "")
-    m = OURS_SETTINGS.search(text)
-    return (m.group(2), m.group(1)) if m else ("", "")
+        return found(PERFTEST_INLINE), found(PERFTEST_CQ_MOD), found(PERFTEST_QPS) or "1"
+    return found(OURS_SETTINGS, 2), found(OURS_SETTINGS, 1), found(OURS_QPS) or "1"
 
 
 def csv_line(tool, test, size, iters, pair, knob, value, wait, first, text):
@@ -154,13 +157,23 @@ def verdict(theirs, ours, tolerance=TOLERANCE, min_runs=MIN_RUNS):
     return ratio, lo, hi, "DIFFERS" if apart else "noise"
 
 
+def qps_of(row):
+    """The queue pairs of a run (-q); 1 in a results.csv from before the column."""
+    return int(row.get("qps") or 1)
+
+
 def comparison(rows):
-    """(test, size, wait) -> {tool: [rows]} for the perftest-vs-ours points (no knob)."""
+    """(test, size, wait, qps) -> {tool: [rows]} for the perftest-vs-ours points (no knob)."""
     pts = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r["knob"] == "":
-            pts[(r["test"], int(r["size"]), r.get("wait") or "busy")][r["tool"]].append(r)
+            pts[(r["test"], int(r["size"]), r.get("wait") or "busy", qps_of(r))][r["tool"]].append(r)
     return pts
+
+
+def label(test, qps):
+    """A point's name in the table: the test, and its -q when there are several QPs ("write_bw -q4")."""
+    return test if qps == 1 else f"{test} -q{qps}"
 
 
 def metric(test, size):
@@ -184,26 +197,27 @@ def used(rows):
 
 def table(rows, tcg=False):
     lines = []
-    hdr = (f"{'test':<11}{'bytes':>6} {'wait':<7}{'metric':<10}{'perftest min/med/max':>24}  {'ours min/med/max':>24}"
+    pts = comparison(rows)
+    width = max([11] + [len(label(test, qps)) + 1 for test, _, _, qps in pts]) # ("write_bw -q4 ": wider)
+    hdr = (f"{'test':<{width}}{'bytes':>6} {'wait':<7}{'metric':<10}{'perftest min/med/max':>24}  {'ours min/med/max':>24}"
            f"{'ratio':>7} {'range':>11}  {'verdict':<9}{'runs':>5}  {'I,Q perftest|ours'}")
     lines += [hdr, "-" * len(hdr)]
     summary = []
-    pts = comparison(rows)
-    order = lambda k: (TESTS.index(k[0]) if k[0] in TESTS else 99, k[1], k[2])
-    for (test, size, wait) in sorted(pts, key=order):
-        tools = pts[(test, size, wait)]
+    order = lambda k: (TESTS.index(k[0]) if k[0] in TESTS else 99, k[1], k[2], k[3])
+    for (test, size, wait, qps) in sorted(pts, key=order):
+        tools = pts[(test, size, wait, qps)]
         pt, us = tools.get("perftest", []), tools.get("ours", [])
         name, field = metric(test, size)
         a, b = spread(values(pt, field)), spread(values(us, field))
         ratio, lo, hi, say = verdict(values(pt, field), values(us, field))
         show = lambda t: "-" if t is None else "/".join(fmt(v) for v in t)
         mark = "*" if tcg and wait == "busy" and test in PING_PONGS else ""
-        lines.append(f"{test:<11}{size:>6} {wait + mark:<7}{name:<10}{show(a):>24}  {show(b):>24}"
+        lines.append(f"{label(test, qps):<{width}}{size:>6} {wait + mark:<7}{name:<10}{show(a):>24}  {show(b):>24}"
                      f"{'-' if ratio is None else f'{ratio:.2f}':>7} "
                      f"{'-' if lo is None else f'{lo:.2f}-{hi:.2f}':>11}  {say:<9}{min(len(pt), len(us)):>5}"
                      f"  {used(pt)}|{used(us)}")
-        summary.append([test, size, wait, name, *(a or (None,) * 3), *(b or (None,) * 3), ratio, lo, hi, say])
-    if tcg:
+        summary.append([test, size, wait, qps, name, *(a or (None,) * 3), *(b or (None,) * 3), ratio, lo, hi, say])
+    if tcg and any(wait == "busy" and test in PING_PONGS for test, _, wait, _ in pts):
         lines.append("* a busy-polling ping-pong under single-threaded TCG: it measures the emulator's switch between "
                      "the two vCPUs (about 2 ms), not RDMA")
     return lines, summary
@@ -371,8 +385,8 @@ def plots(rows, outdir, groups):
                                       ("write_lat", "lat_median_us", "median latency, us", "lat_vs_size.svg")]:
         series = []
         for tool, label in [("perftest", f"perftest ib_{test}"), ("ours", f"rdma_bench {test}")]:
-            series.append((label, [(size, median_of(t[tool], field)) for (tst, size, wait), t in pts.items()
-                                   if tst == test and wait == "busy" and t.get(tool)]))
+            series.append((label, [(size, median_of(t[tool], field)) for (tst, size, wait, qps), t in pts.items()
+                                   if tst == test and wait == "busy" and qps == 1 and t.get(tool)]))
         if any(p for _, p in series):
             svg_chart(os.path.join(outdir, name), f"{test}: perftest and rdma_bench (medians)", "message size, bytes",
                       ylabel, series, logx=True)
@@ -420,7 +434,7 @@ def main():
         f.write(text)
     with open(os.path.join(outdir, "summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
-        w.writerow(["test", "size", "wait", "metric", "perftest_min", "perftest_median", "perftest_max", "ours_min",
+        w.writerow(["test", "size", "wait", "qps", "metric", "perftest_min", "perftest_median", "perftest_max", "ours_min",
                     "ours_median", "ours_max", "ratio", "ratio_low", "ratio_high", "verdict"])
         w.writerows(summary)
     written = plots(rows, outdir, groups)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """rdma_bench/test_report.py: report.py reads perftest's and rdma_bench's output, and judges them.
 
-The saved outputs are in rdma_bench/testdata/: real runs of `./lab bench --quick --pairs 1` in the
-Soft-RoCE VM (perftest's rows hold tabs), and a perftest client that found no server. Run by meson test (suite unit), or by itself.
+The saved outputs are in rdma_bench/testdata/: real runs of `./lab bench --quick --pairs 1` and of
+`./lab bench --qps` (the *_q4 files: -q 4) in the Soft-RoCE VM (perftest's rows hold tabs), and a
+perftest client that found no server. Run by meson test (suite unit), or by itself.
 """
 import os
 import sys
@@ -28,11 +29,11 @@ class CsvLine(unittest.TestCase):
         # rate; min, typical, the percentiles and max. rdma_bench: the same, and its user and system
         # time per operation.
         for tool, test, name, knob, value, expected in [
-            ("perftest", "write_bw", "perftest_write_bw.txt", "", "", "0,50,0.01,0.003952,,,,,,,"),
-            ("perftest", "write_lat", "perftest_write_lat.txt", "", "", "0,,,,319.19,2380.78,6515.29,6515.29,6515.29,,"),
-            ("perftest", "atomic_lat", "perftest_atomic_lat.txt", "", "", ",,,,13.06,13.20,68.66,68.66,68.66,,"),
-            ("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4", "0,100,0.10,0.054153,,,,,,11.320,9.700"),
-            ("ours", "send_lat", "ours_send_lat.txt", "", "", "0,1,,,1772.16,1999.19,8175.09,8175.09,8175.09,4108.560,123.440"),
+            ("perftest", "write_bw", "perftest_write_bw.txt", "", "", "0,50,1,0.01,0.003952,,,,,,,"),
+            ("perftest", "write_lat", "perftest_write_lat.txt", "", "", "0,,1,,,319.19,2380.78,6515.29,6515.29,6515.29,,"),
+            ("perftest", "atomic_lat", "perftest_atomic_lat.txt", "", "", ",,1,,,13.06,13.20,68.66,68.66,68.66,,"),
+            ("ours", "write_bw", "ours_write_bw.txt", "tx-depth", "4", "0,100,1,0.10,0.054153,,,,,,11.320,9.700"),
+            ("ours", "send_lat", "ours_send_lat.txt", "", "", "0,1,1,,,1772.16,1999.19,8175.09,8175.09,8175.09,4108.560,123.440"),
         ]:
             with self.subTest(name):
                 self.assertEqual(self.line(tool, test, name, knob, value),
@@ -40,7 +41,7 @@ class CsvLine(unittest.TestCase):
 
     def test_a_nan_standard_deviation_still_gives_the_row(self):
         self.assertEqual(self.line("perftest", "write_lat", "perftest_write_lat_nan.txt"),
-                         "perftest,write_lat,64,500,1,,,busy,1,0,,,,344.36,2893.96,8880.31,217915.19,217915.19,,")
+                         "perftest,write_lat,64,500,1,,,busy,1,0,,1,,,344.36,2893.96,8880.31,217915.19,217915.19,,")
 
     def test_no_numeric_row_is_no_result(self):
         self.assertIsNone(self.line("perftest", "atomic_bw", "perftest_failed.txt"))
@@ -48,12 +49,24 @@ class CsvLine(unittest.TestCase):
     def test_the_last_numeric_row_counts(self):
         text = " 2 10 1.0 2.0 0.5\n 2 10 3.0 4.0 0.25\n"
         self.assertEqual(report.csv_line("perftest", "send_bw", "2", "10", "1", "", "", "events", "0", text),
-                         "perftest,send_bw,2,10,1,,,events,0,,,4.0,0.25,,,,,,,")
+                         "perftest,send_bw,2,10,1,,,events,0,,,1,4.0,0.25,,,,,,,")
+
+    def test_the_queue_pairs_are_read_from_each_tools_log(self):
+        # ib_write_bw -q 4 prints "Number of qps : 4" and one row for all four QPs (1200 = 4 x 300);
+        # rdma_bench -q 4 says "4 QPs" in its step 3.
+        self.assertEqual(report.settings("perftest", saved("perftest_write_bw_q4.txt")), ("0", "100", "4"))
+        self.assertEqual(report.settings("ours", saved("ours_write_bw_q4.txt")), ("0", "100", "4"))
+        self.assertEqual(report.csv_line("perftest", "write_bw", "65536", "300", "1", "", "", "busy", "1",
+                                         saved("perftest_write_bw_q4.txt")),
+                         "perftest,write_bw,65536,300,1,,,busy,1,0,100,4,186.29,0.002981,,,,,,,")
+        self.assertEqual(report.csv_line("ours", "write_bw", "65536", "300", "1", "", "", "busy", "1",
+                                         saved("ours_write_bw_q4.txt")),
+                         "ours,write_bw,65536,300,1,,,busy,1,0,100,4,178.68,0.002859,,,,,,0.000,349.522")
 
     def test_perftest_inline_size_is_read_from_its_log(self):
         # rxe is a device perftest does not recognise: it disables inline, whatever -I said.
-        self.assertEqual(report.settings("perftest", saved("perftest_write_lat.txt")), ("0", ""))
-        self.assertEqual(report.settings("perftest", saved("perftest_failed.txt")), ("", ""))
+        self.assertEqual(report.settings("perftest", saved("perftest_write_lat.txt")), ("0", "", "1"))
+        self.assertEqual(report.settings("perftest", saved("perftest_failed.txt")), ("", "", "1"))
 
 
 class Verdict(unittest.TestCase):
@@ -111,6 +124,21 @@ class Table(unittest.TestCase):
         self.assertFalse(report.single_tcg("# native device mlx5_0\n"))
 
 
+    def test_runs_on_several_queue_pairs_are_a_point_of_their_own(self):
+        def runs(tool, qps, vals):
+            return [dict(tool=tool, test="write_bw", size="65536", knob="", value="", wait="busy", inline="0",
+                         cq_mod="100", qps=qps, bw_MBps=str(v), rate_Mmsgps="", lat_median_us="") for v in vals]
+        rows = (runs("perftest", "1", [180, 181, 182]) + runs("ours", "1", [181, 182, 183]) +
+                runs("perftest", "4", [100, 101, 102]) + runs("ours", "4", [101, 100, 102]))
+        for r in rows[:6]:
+            del r["qps"] # (a results.csv from before the column: one QP)
+        lines, summary = report.table(rows, tcg=True)
+        self.assertRegex(lines[2], r"^write_bw +65536 busy +MB/s +180/181/182 +181/182/183 +1\.01 ")
+        self.assertRegex(lines[3], r"^write_bw -q4 +65536 busy +MB/s +100/101/102 +100/101/102 +1\.00 ")
+        self.assertEqual(len(lines), 4) # (no ping-pong: no footnote)
+        self.assertEqual([row[3] for row in summary], [1, 4])
+
+
 class Counts(unittest.TestCase):
     def test_callgrind_and_strace_totals(self):
         # Real outputs (of /bin/true under callgrind, of ls under strace -f -c).
@@ -144,7 +172,7 @@ class AddRun(unittest.TestCase):
             self.assertEqual(status, 0)
             with open(path) as f:
                 self.assertEqual(f.read(), report.CSV_HEADER +
-                                 "\nours,write_bw,4096,1000,2,,,busy,0,0,100,0.10,0.054153,,,,,,11.320,9.700\n")
+                                 "\nours,write_bw,4096,1000,2,,,busy,0,0,100,1,0.10,0.054153,,,,,,11.320,9.700\n")
             rows = report.load(path)
             self.assertEqual(rows[0]["bw_MBps"], "0.10")
             self.assertEqual(rows[0]["sys_us_per_op"], "9.700")

@@ -19,26 +19,31 @@
 namespace rdma_bench {
 
 /**
- * @brief The requester's check: a READ brought the responder's pattern, a ping-pong brought ours back,
- * and the last fetch-and-add (or compare-and-swap) returned the count of the atomics before it.
- * @param o       the knobs
- * @param landing where the responder's data landed
+ * @brief The requester's check, on each QP's slice: a READ brought the responder's pattern, a ping-pong
+ * brought ours back, and the last fetch-and-add (or compare-and-swap) returned the count of the
+ * atomics before it.
+ * @param loop the measuring loop's state (the QPs and where their data landed)
  */
-inline void verify_requester(const Options &o, const char *landing)
+inline void verify_requester(const Loop &loop)
 {
+    const Options &o = loop.opt;
     const std::uint32_t last_size = o.sizes().back();
     const bool echo = o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm || o.op == Op::send);
-    std::uint64_t fetched = 0;
-    std::memcpy(&fetched, landing, sizeof fetched);
-    if (o.op == Op::atomic && fetched != o.per_size() - 1)
-        throw rdma_samples::Error(std::string("the last ") + (o.cas ? "compare-and-swap" : "fetch-and-add") + " returned " + std::to_string(fetched) + ", expected " +
-                                      std::to_string(o.per_size() - 1),
-                                  "another requester may share the responder's counter");
     const std::uint32_t n = o.op == Op::read ? last_size : echo ? last_size - 1 : 0;
-    for (std::uint32_t i = 0; i < n; ++i)
-        if (landing[i] != pattern(i))
-            throw rdma_samples::Error("byte " + std::to_string(i) + " of what came back differs from what was sent",
-                                      "the data was damaged or overwritten in flight");
+    for (std::size_t q = 0; q < loop.lanes.size(); ++q) {
+        const char *landing = loop.lanes[q].landing;
+        const std::string on_qp = loop.lanes.size() > 1 ? " on QP " + std::to_string(q) : "";
+        std::uint64_t fetched = 0;
+        std::memcpy(&fetched, landing, sizeof fetched);
+        if (o.op == Op::atomic && fetched != o.per_size() - 1)
+            throw rdma_samples::Error(std::string("the last ") + (o.cas ? "compare-and-swap" : "fetch-and-add") + on_qp +
+                                          " returned " + std::to_string(fetched) + ", expected " + std::to_string(o.per_size() - 1),
+                                      "another requester may share the responder's counter");
+        for (std::uint32_t i = 0; i < n; ++i)
+            if (landing[i] != pattern(i))
+                throw rdma_samples::Error("byte " + std::to_string(i) + " of what came back" + on_qp + " differs from what was sent",
+                                          "the data was damaged or overwritten in flight");
+    }
     rdma_samples::result("Verified: %s", o.op == Op::atomic ? o.cas ? "the counter went up by one per compare-and-swap"
                                                            : "the counter went up by one per fetch-and-add"
                                          : n > 0           ? "the bytes that came back are the ones expected"
@@ -46,24 +51,28 @@ inline void verify_requester(const Options &o, const char *landing)
 }
 
 /**
- * @brief The responder's check: the requester's bytes (WRITE, SEND, WRITE with immediate), the counter
- * (one per fetch-and-add), and every message with the right immediate value.
- * @param loop     the serving loop's state (messages received, immediates)
- * @param expected how many messages the requester sends (0 for one-sided operations)
+ * @brief The responder's check, on each QP's slice: the requester's bytes (WRITE, SEND, WRITE with
+ * immediate), the counter (one per fetch-and-add), and every message with the right immediate value.
+ * @param loop     the serving loop's state (the QPs, their messages received, immediates)
+ * @param expected how many messages the requester sends on each QP (0 for one-sided operations)
  */
 inline void verify_responder(const Loop &loop, std::uint64_t expected)
 {
     const Options &o = loop.opt;
-    std::uint64_t counter = 0;
-    std::memcpy(&counter, loop.landing, sizeof counter);
     const std::uint32_t n = o.op == Op::atomic || o.op == Op::read ? 0 : o.sizes().back() - 1; // (the last: a ping's tag)
-    bool ok = o.op != Op::atomic || counter == o.per_size();
-    for (std::uint32_t i = 0; ok && i < n; ++i)
-        ok = loop.landing[i] == pattern(i);
-    if (!ok || loop.bad_imm || loop.received != expected)
-        throw rdma_samples::Error("the data in our memory is not what the requester sent (" + std::to_string(loop.received) +
-                                      " messages of " + std::to_string(expected) + ", counter " + std::to_string(counter) + ")",
-                                  "both sides must run with the same --op, --mode, --size/--all, --iters and --warmup");
+    for (std::size_t q = 0; q < loop.lanes.size(); ++q) {
+        const Lane &lane = loop.lanes[q];
+        std::uint64_t counter = 0;
+        std::memcpy(&counter, lane.landing, sizeof counter);
+        bool ok = o.op != Op::atomic || counter == o.per_size();
+        for (std::uint32_t i = 0; ok && i < n; ++i)
+            ok = lane.landing[i] == pattern(i);
+        if (!ok || loop.bad_imm || lane.received != expected)
+            throw rdma_samples::Error("the data in our memory" + (loop.lanes.size() > 1 ? " from QP " + std::to_string(q) : std::string()) +
+                                          " is not what the requester sent (" + std::to_string(lane.received) +
+                                          " messages of " + std::to_string(expected) + ", counter " + std::to_string(counter) + ")",
+                                      "both sides must run with the same --op, --mode, --size/--all, --iters, --warmup and -q");
+    }
     rdma_samples::result("Verified: %s", o.op != Op::atomic ? "every byte is as sent"
                                          : o.cas            ? "the counter holds one per compare-and-swap"
                                                             : "the counter holds one per fetch-and-add");

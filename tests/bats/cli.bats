@@ -198,6 +198,7 @@ programs() {
     run "$bench" --help
     assert_success
     assert_line --partial "--profile     only the counts"
+    assert_line --partial "--qps         only the points with several queue pairs"
 }
 
 @test "tests/stress/stress: a bad command line is one line and exit status 2, before any VM boots" {

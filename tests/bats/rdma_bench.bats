@@ -115,6 +115,37 @@ assert_both_verified() {
     assert_both_verified
 }
 
+@test "rdma_bench: -q 2 and 4 (several QPs on one CQ): one row for all, each QP's data verified" {
+    bench --op write --mode bw --size 4096 --iters 20 --tx-depth 8 -q 4 --verify
+    assert_bw_rows 1
+    assert_line --regexp '^ +4096 +80 ' # 4 QPs x 20 messages, as perftest counts -q
+    assert_line --partial "and 4 QPs on it"
+    assert_both_verified
+    bench --op send --mode bw --size 4096 --iters 20 --warmup 2 --tx-depth 8 --qps 2 --verify
+    assert_bw_rows 1
+    assert_both_verified
+    assert_peer_line "Responder served 44 messages"
+    bench --op read --mode bw --size 4096 --iters 20 --tx-depth 8 -q 2 --verify
+    assert_both_verified
+    bench --op atomic --mode bw --iters 20 --tx-depth 8 -q 2 --verify
+    assert_both_verified
+}
+
+@test "rdma_bench: -q 0, above the maximum, with --mode lat, or past the last port with -cm is a usage error with a hint" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) -q 0
+    assert_equal "$stderr" "rdma_bench_requester: --qps 0: expected 1 to 16 queue pairs
+hint: give -q 1 to 16 (each QP has its own slice of memory, up to 8 MiB, on both sides)"
+    run -2 --separate-stderr "$RESPONDER" $(responder_paths) --qps 17
+    assert_regex "$stderr" "^rdma_bench_responder: --qps 17: expected 1 to 16 queue pairs"
+    assert_regex "$stderr" "hint: give -q 1 to 16"
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --mode lat -q 2
+    assert_equal "$stderr" "rdma_bench_requester: --qps 2: a latency test times one operation at a time, on one QP
+hint: give --mode bw with -q, or leave -q out (perftest's ib_*_lat refuse -q too)"
+    run -2 --separate-stderr "$RESPONDER" -cm -lp 65534 -q 4
+    assert_equal "$stderr" "rdma_bench_responder: -lp 65534 with -q 4: QP 3 would listen on port 65537, beyond 65535
+hint: give -lp 65532 or less on both sides"
+}
+
 @test "rdma_bench: --duration repeats rounds of --iters until the time is up (perftest -D)" {
     bench --op write --mode bw --size 4096 --iters 50 --duration 2
     assert_bw_rows 1

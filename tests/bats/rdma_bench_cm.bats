@@ -48,3 +48,10 @@ cm_bench() {
     cm_bench --op atomic --mode bw --iters 10 --tx-depth 4 --verify
     cm_bench --op atomic --mode lat --iters 10 --verify
 }
+
+@test "rdma_bench -cm: -q 2 and 4, a connection per QP, each QP's data verified" {
+    cm_bench --op write --mode bw --size 4096 --iters 10 --tx-depth 4 -q 4 --verify
+    assert_line --regexp '^ +4096 +40 '
+    cm_bench --op send --mode bw --size 4096 --iters 10 --tx-depth 4 -q 2 --verify
+    assert_peer_line "Responder served 22 messages" # 2 QPs x (10 + 1 warm-up)
+}
