@@ -120,6 +120,16 @@ def num(v):
     return float(v) if v not in ("", None) else None
 
 
+def setup_text(outdir):
+    """OUTDIR/setup.txt (what was measured where, written by the benchmark script), ending in one newline;
+    empty when there is none."""
+    path = os.path.join(outdir, "setup.txt")
+    if not os.path.exists(path):
+        return ""
+    with open(path, errors="replace") as f:
+        return f.read().rstrip("\n") + "\n"
+
+
 def load(path):
     with open(path, newline="") as f:
         return list(csv.DictReader(f))
@@ -422,7 +432,7 @@ def main():
         return 2
     outdir = sys.argv[1]
     rows = load(os.path.join(outdir, "results.csv")) if os.path.exists(os.path.join(outdir, "results.csv")) else []
-    setup = open(os.path.join(outdir, "setup.txt")).read().rstrip("\n") + "\n" if os.path.exists(os.path.join(outdir, "setup.txt")) else ""
+    setup = setup_text(outdir)
     lines, summary = table(rows, tcg=single_tcg(setup))
     klines, groups = knob_table(rows)
     text = setup + "\n".join(lines) + "\n" + ("\nKnobs (rdma_bench alone):\n" + "\n".join(klines) + "\n" if klines else "")

@@ -11,7 +11,7 @@
                           copy and memory also need the sender's last line in LOG and the receiver's
                           LOG.time); exit status 1 when a log holds no result
 
-Standard library only; the table's rows and the plotter are rdma_bench/report.py's.
+Standard library only; the table's rows, setup.txt and the plotter are rdma_bench/report.py's.
 """
 import csv
 import os
@@ -19,7 +19,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rdma_bench"))
-from report import result_row, svg_chart  # noqa: E402  (perftest's result row; the SVG plotter)
+from report import result_row, setup_text, svg_chart  # noqa: E402  (perftest's result row; setup.txt; the SVG plotter)
 
 CSV_HEADER = "stage,run,bytes,seconds,MiBps,sender_rss_kB,receiver_rss_kB"
 STAGES = ["write_bw", "sha256", "disk", "copy"]
@@ -152,8 +152,7 @@ def main():
     with open(os.path.join(outdir, "results.csv"), newline="") as f:
         rows = list(csv.DictReader(f))
     lines, stats, memory = table(rows)
-    setup_path = os.path.join(outdir, "setup.txt")
-    setup = read(setup_path).rstrip("\n") + "\n" if os.path.exists(setup_path) else ""
+    setup = setup_text(outdir)
     text = setup + "\n".join(lines) + "\n"
     with open(os.path.join(outdir, "table.txt"), "w") as f:
         f.write(text)
