@@ -126,11 +126,11 @@ void run(const Args &args, const SenderOptions &opt)
         rdma_cm_id *raw_id = nullptr;
         check_rc(rdma_create_id(channel.get(), &raw_id, nullptr, RDMA_PS_TCP), "rdma_create_id");
         id.reset(raw_id);
-        check_rc(rdma_resolve_addr(id.get(), nullptr, dst.get(), args.timeout_s * 1000), "rdma_resolve_addr");
-        expect_cm_event(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, args.timeout_s, "the receiver's address", peer);
+        check_rc(rdma_resolve_addr(id.get(), nullptr, dst.get(), std::max(deadline.left_ms(), 1)), "rdma_resolve_addr");
+        expect_cm_event(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "the receiver's address", peer);
         check_cm_device(id.get(), dev); // the device that reaches ADDR must be the one -d names
-        check_rc(rdma_resolve_route(id.get(), args.timeout_s * 1000), "rdma_resolve_route");
-        expect_cm_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, args.timeout_s, "a route to the receiver", peer);
+        check_rc(rdma_resolve_route(id.get(), std::max(deadline.left_ms(), 1)), "rdma_resolve_route");
+        expect_cm_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "a route to the receiver", peer);
         // A CQ per try: the QP of a try that failed may leave flushed receives in its CQ.
         cq.reset(check(ibv_create_cq(verbs, static_cast<int>(2 * depth), nullptr, nullptr, 0), "ibv_create_cq"));
         ibv_qp_init_attr init{};

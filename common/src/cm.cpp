@@ -154,7 +154,7 @@ std::optional<CmConnection> connect_once(SockAddr dst, const std::string &peer, 
     // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
     check_rc(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")",
              [](int err) { return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address"); });
-    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_s, "a route to " + peer, peer);
+    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "a route to " + peer, peer);
     if (first)
         info("RDMA CM: %s is reachable through %s port %u", peer.c_str(), ibv_get_device_name(id->verbs->device),
              id->port_num);

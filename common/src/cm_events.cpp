@@ -82,11 +82,16 @@ Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std
 CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, int timeout_s, const std::string &what,
                            const std::string &peer)
 {
-    const Deadline deadline(timeout_s);
+    return expect_cm_event(ch, expected, Deadline(timeout_s), what, peer);
+}
+
+CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, const Deadline &deadline,
+                           const std::string &what, const std::string &peer)
+{
     for (;;) {
         CmEventPtr ev = next_cm_event(ch, deadline);
         if (!ev)
-            throw timeout_error(timeout_s, what + " (" + cm_event_name(expected) + ")",
+            throw timeout_error(deadline.timeout_s(), what + " (" + cm_event_name(expected) + ")",
                                 "no answer from " + peer + ": is the peer running, with -cm and the same -lp? raise -t "
                                 "if it is just slow");
         if (ev->event == expected && ev->status == 0)

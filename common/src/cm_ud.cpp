@@ -14,7 +14,7 @@ namespace rdma_samples {
 namespace {
 
 /** One try: address, route, SIDR REQ. The answer, or nothing when nobody listens (yet). */
-std::optional<CmUdPeer> lookup_once(SockAddr dst, const std::string &peer, int timeout_s, const Deadline &deadline,
+std::optional<CmUdPeer> lookup_once(SockAddr dst, const std::string &peer, const Deadline &deadline,
                                     const Device &dev, const ibv_qp *qp)
 {
     CmUdPeer p;
@@ -25,10 +25,10 @@ std::optional<CmUdPeer> lookup_once(SockAddr dst, const std::string &peer, int t
     p.cm.id.reset(id);
     check_rc(rdma_resolve_addr(id, nullptr, dst.get(), std::max(deadline.left_ms(), 1)), "rdma_resolve_addr(" + peer + ")",
              [](int) -> std::string { return "check the address and -sat; it must be reachable through an RDMA device's interface"; });
-    expect_cm_event(p.cm.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, timeout_s, "the address of " + peer, peer);
+    expect_cm_event(p.cm.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "the address of " + peer, peer);
     check_cm_device(id, dev);
     check_rc(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")");
-    expect_cm_event(p.cm.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, timeout_s, "a route to " + peer, peer);
+    expect_cm_event(p.cm.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "a route to " + peer, peer);
 
     rdma_conn_param param{};
     param.qp_num = qp->qp_num; // our own QP: the server learns it only from our datagrams anyway
@@ -57,7 +57,7 @@ CmUdPeer cm_ud_connect(const CmServerAddr &server, int timeout_s, const Device &
     const std::string peer = addr_to_string(dst.get());
     const Deadline deadline(timeout_s);
     for (int attempt = 1;; ++attempt) {
-        if (std::optional<CmUdPeer> p = lookup_once(dst, peer, timeout_s, deadline, dev, qp)) {
+        if (std::optional<CmUdPeer> p = lookup_once(dst, peer, deadline, dev, qp)) {
             info("RDMA CM: %s answered through %s port %u: QPN 0x%06x, Q_Key 0x%08x", peer.c_str(),
                  ibv_get_device_name(p->cm.id->verbs->device), p->cm.id->port_num, p->qp_num, p->qkey);
             return std::move(*p);

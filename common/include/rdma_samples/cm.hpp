@@ -31,6 +31,7 @@
 
 #include <rdma_samples/cm_address.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/wait.hpp>
 
 #include <rdma/rdma_cma.h>
 
@@ -172,6 +173,20 @@ EventChannelPtr create_event_channel();
  */
 CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, int timeout_s, const std::string &what,
                            const std::string &peer);
+
+/**
+ * @brief expect_cm_event() bounded by what is left of @p deadline: for a wait inside a loop of tries
+ * (a client that tries again while nobody listens), so that the last try cannot run past -t. The
+ * timeout's message names the deadline's whole -t.
+ * @param ch       the event channel
+ * @param expected e.g. RDMA_CM_EVENT_ADDR_RESOLVED
+ * @param deadline the bound of all the tries
+ * @param what     what is waited for
+ * @param peer     addr_to_string() of the other side, for hints
+ * @return the event
+ */
+CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, const Deadline &deadline,
+                           const std::string &what, const std::string &peer);
 
 /**
  * @brief Server side of `-cm`: bind @p port on every address, listen.
