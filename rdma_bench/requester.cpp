@@ -151,8 +151,12 @@ static void run(const Args &args, const Options &o)
     for (const QpPtr &qp : qps)
         info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    step(4, args.use_cm ? "connect to the responder with RDMA CM (a connection per QP, on ports -lp and up); it SENDs its mmap descriptor"
-                        : "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS");
+    if (o.qps == 1)
+        step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
+                            : "exchange descriptors with the responder and move the QP to RTS");
+    else
+        step(4, args.use_cm ? "connect to the responder with RDMA CM (a connection per QP, on ports -lp and up); it SENDs its mmap descriptor"
+                            : "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS");
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 255));
