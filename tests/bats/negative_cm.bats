@@ -60,9 +60,9 @@ setup() {
     # A client that connects and never sends: rdma_write_requester waits for a descriptor this server
     # never sends. Kill it once the server has seen it connect.
     start_peer victim "$(prog rdma_write_requester)" -cm -sa "$CM_ADDR" -lp "$PORT" -t 60
-    for _ in $(seq 300); do
+    for _ in {1..300}; do
         grep -q '^connection 1 established' "$BATS_TEST_TMPDIR/server.out" && break
-        sleep 0.1
+        nap 0.1
     done
     # victim.pid is the `timeout` wrapper; kill the requester itself, its only child.
     kill -9 "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/victim.pid")")"

@@ -45,7 +45,7 @@ Sync event completion value 0xffffffffffffffff received"
     # Stand between the two: once the responder has answered, stop it, then hand its answer on. Its
     # device still serves the READs, but its CPU never moves the value on.
     (
-        for _ in $(seq 600); do [ -f "$T/real-responder.desc" ] && break; sleep 0.05; done
+        for _ in {1..600}; do [ -f "$T/real-responder.desc" ] && break; nap 0.05; done
         kill -STOP "$(pgrep -f "rdma_sync_event_responder -ld $T/real-responder.desc" | tail -n 1)"
         mv "$T/real.desc" "$T/resource.desc" && mv "$T/real-responder.desc" "$T/responder.desc"
     ) 3>&- &
