@@ -39,17 +39,35 @@ struct Options {
 };
 
 /**
+ * Is this an IPv4 header as RoCE v2 sends it: version 4, five 32-bit words (no options), and a
+ * checksum that adds up (the ones' complement sum of its ten 16-bit words is 0xffff)?
+ */
+static bool roce_ipv4_header(const std::uint8_t *h)
+{
+    if (h[0] != 0x45)
+        return false;
+    std::uint32_t sum = 0;
+    for (int i = 0; i < 20; i += 2)
+        sum += static_cast<std::uint32_t>(h[i] << 8 | h[i + 1]);
+    while (sum >> 16)
+        sum = (sum & 0xffff) + (sum >> 16);
+    return sum == 0xffff;
+}
+
+/**
  * The sender's GID, from the 40 bytes before the payload. On InfiniBand, RoCE v1 and RoCE v2 over
  * IPv6 they hold a GRH or the IPv6 header (same layout: version 6 in the first 4 bits, source GID at
- * byte 8). On RoCE v2 over IPv4 the first 20 bytes are unused and the IPv4 header fills the last 20
- * (source address at byte 32): the GID is then ::ffff:a.b.c.d.
+ * byte 8). On RoCE v2 over IPv4 the first 20 bytes are undefined and the IPv4 header fills the last
+ * 20 (source address at byte 32): the GID is then ::ffff:a.b.c.d. The undefined bytes may read as
+ * version 6 on a NIC: then the IPv4 header's checksum decides, as in rdma-core's ibv_init_ah_from_wc().
  */
 static ibv_gid sender_gid(const char *header)
 {
     //! [read_grh]
     ibv_gid gid{};
     const auto *b = reinterpret_cast<const std::uint8_t *>(header);
-    if ((b[0] >> 4) != 6 && b[20] == 0x45) { // IPv4, header length 5 words
+    const bool ipv4 = (b[0] >> 4) != 6 ? b[20] == 0x45 : roce_ipv4_header(b + 20);
+    if (ipv4) {
         gid.raw[10] = gid.raw[11] = 0xff;
         std::memcpy(&gid.raw[12], b + 32, 4);
     } else {
