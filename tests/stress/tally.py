@@ -8,6 +8,11 @@ per run to OUT/results.txt (tab-separated: pair, flow, PASS or FAIL, millisecond
                                                      run, what its folder says
     tally.py summary OUT RUNS SEED [--kill] [--tap]  print the table and the total; exit status 0 when
                                                      every run passed, 1 otherwise
+    tally.py serve OUT [--kill] [--tap]              the same commands, one a line on standard input
+                                                     ("head", "row PAIR FLOW N", "summary RUNS SEED"),
+                                                     in one process; the exit status is the summary's.
+                                                     (stress runs in the VM, where every start of
+                                                     python3 costs about a second of emulated CPU)
 
 The "what" of a run is reference (the normal run before the kills: its time is not counted),
 kill-resp-STEP or kill-req-STEP (--kill), req-first or resp-first (which side started first).
@@ -97,9 +102,33 @@ def summary(out, runs_asked, seed, kill, tap):
     return 0 if failed == 0 else 1
 
 
+def serve(out, kill, tap, commands):
+    """Run each line of COMMANDS ("head", "row PAIR FLOW N", "summary RUNS SEED"); the summary's status."""
+    status = 0
+    for line in commands:
+        words = line.split()
+        try:
+            if words == ["head"]:
+                head(out, kill)
+            elif len(words) == 4 and words[0] == "row":
+                row(out, words[1], words[2], int(words[3]), kill, tap)
+            elif len(words) == 3 and words[0] == "summary":
+                status = summary(out, words[1], words[2], kill, tap)
+            else:
+                print(f"tally.py serve: not a command: {line.rstrip()!r}", file=sys.stderr)
+                status = 2
+        except (OSError, ValueError) as e:  # the run goes on, as it would after one failed tally.py
+            print(f"tally.py serve: {line.rstrip()!r}: {e}", file=sys.stderr)
+            status = 1
+        sys.stdout.flush()
+    return status
+
+
 def main():
     parser = argparse.ArgumentParser(description="the accounting of tests/stress/stress")
     sub = parser.add_subparsers(dest="command", required=True)
+    v = sub.add_parser("serve")
+    v.add_argument("out")
     r = sub.add_parser("row")
     r.add_argument("out")
     r.add_argument("pair")
@@ -111,10 +140,12 @@ def main():
     s.add_argument("seed")
     h = sub.add_parser("head")
     h.add_argument("out")
-    for p in (r, s, h):
+    for p in (r, s, h, v):
         p.add_argument("--kill", action="store_true")
         p.add_argument("--tap", action="store_true")
     args = parser.parse_args()
+    if args.command == "serve":
+        return serve(args.out, args.kill, args.tap, sys.stdin)
     if args.command == "head":
         head(args.out, args.kill)
         return 0

@@ -51,6 +51,21 @@ class Tally(unittest.TestCase):
                          "write                    cm         1       1       0          0        90        90\n"
                          "\n3 of 4 runs passed (seed 42; replay: tests/stress/stress 3 --seed 42)\n")
 
+    def test_serve_is_the_same_commands_in_one_process(self):
+        self.runs(("write", "files", "PASS", "120", "req-first", "/x/1"),
+                  ("write", "files", "FAIL", "300", "resp-first", "/x/2"),
+                  ("write", "cm", "PASS", "90", "resp-first", "/x/4"))
+        alone = [tally("head", self.out), tally("row", self.out, "write", "files", "1", "--tap"),
+                 tally("row", self.out, "write", "cm", "2", "--tap"), tally("summary", self.out, "3", "42", "--tap")]
+        served = subprocess.run([sys.executable, TALLY, "serve", self.out, "--tap"], capture_output=True, text=True,
+                                input="head\nrow write files 1\nrow write cm 2\nsummary 3 42\n")
+        self.assertEqual(served.stdout, "".join(r.stdout for r in alone))
+        self.assertEqual(served.returncode, 1)
+        bad = subprocess.run([sys.executable, TALLY, "serve", self.out], capture_output=True, text=True,
+                             input="row write\n")
+        self.assertEqual(bad.returncode, 2)
+        self.assertIn("not a command: 'row write'", bad.stderr)
+
     def test_kills_leave_the_reference_run_out_of_the_times(self):
         self.runs(("send_receive", "cm", "PASS", "5000", "reference", "/x/r"),
                   ("send_receive", "cm", "PASS", "40", "kill-resp-3", "/x/a"),

@@ -161,9 +161,11 @@ require_cm_addr() {
 
 # nap SECONDS: sleep without starting a process (read times out on a pipe nobody writes to). In the
 # emulated VM a `sleep` or `grep` process costs about 25 ms of CPU, taken from the programs under test:
-# the polls below use builtins only.
-exec {nap_fd}<> <(:)
-nap() { read -rt "$1" -u "$nap_fd" _ || true; }
+# the polls below use builtins only. (The pipe is opened at the first nap, not in every test.)
+nap() {
+    [ -n "${nap_fd:-}" ] || exec {nap_fd}<> <(:)
+    read -rt "$1" -u "$nap_fd" _ || true
+}
 
 # holds_text FILE TEXT: FILE exists and holds TEXT.
 holds_text() {
