@@ -13,14 +13,19 @@
 #                          with RDMA_SAMPLES_IN_VM=1 set inside (so CMD, which is often the caller
 #                          itself, knows it is there). The caller runs it: "${device_cmd[@]}", or exec.
 
-tools_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# (${BASH_SOURCE%/*}, not $(dirname ...): every Bats test sources this file, in the VM too)
+tools_dir=${BASH_SOURCE[0]%/*}
+[ "$tools_dir" != "${BASH_SOURCE[0]}" ] || tools_dir=.
+tools_root=$(cd "$tools_dir/.." && pwd)
+unset tools_dir
 
 # has_rdma_device: true when an RDMA device with an ACTIVE port exists on this machine.
 has_rdma_device() {
-    local state
+    local state s
     for state in /sys/class/infiniband/*/ports/*/state; do
-        [ -r "$state" ] || continue
-        case "$(cat "$state")" in *ACTIVE*) return 0 ;; esac
+        # (read, not $(cat ...): every Bats test asks, and in the emulated VM a process is expensive)
+        [ -r "$state" ] && read -r s <"$state" || continue
+        case "$s" in *ACTIVE*) return 0 ;; esac
     done
     return 1
 }
