@@ -1,7 +1,7 @@
 # shellcheck shell=bash
-# tests/tools.bash: what the tools share about where an RDMA device is. Sourced by lab, tests/bats/run-bats,
-# the Bats helpers (test_helper/common.bash), tests/stress/stress, trace/trace and rdma_bench/bench.
-# (The pairs themselves are in tests/pairs.bash.)
+# tests/tools.bash: what the tools share about where an RDMA device is, and how they wait without a
+# process. Sourced by lab, tests/bats/run-bats, the Bats helpers (test_helper/common.bash),
+# tests/stress/stress, trace/trace and rdma_bench/bench. (The pairs themselves are in tests/pairs.bash.)
 #
 #   has_rdma_device        this machine has an RDMA device with an ACTIVE port
 #   device_here            has_rdma_device, or this machine is the Soft-RoCE VM (RDMA_SAMPLES_IN_VM=1)
@@ -12,6 +12,8 @@
 #                          to CMD when device_here, else to the VM command that runs CMD in one boot,
 #                          with RDMA_SAMPLES_IN_VM=1 set inside (so CMD, which is often the caller
 #                          itself, knows it is there). The caller runs it: "${device_cmd[@]}", or exec.
+#   nap SECONDS            sleep, with no `sleep` process
+#   holds_text FILE TEXT   FILE exists and holds TEXT, with no `grep` process
 
 # (${BASH_SOURCE%/*}, not $(dirname ...): every Bats test sources this file, in the VM too)
 tools_dir=${BASH_SOURCE[0]%/*}
@@ -28,6 +30,21 @@ has_rdma_device() {
         case "$s" in *ACTIVE*) return 0 ;; esac
     done
     return 1
+}
+
+# nap SECONDS: sleep without starting a process: read times out on a pipe nobody writes to, opened at
+# the first nap (a shell that never naps opens none). The scripts that run in the emulated VM poll with
+# it: there a `sleep` or `grep` process costs about 25 ms of CPU, taken from the programs under test.
+nap() {
+    [ -n "${nap_fd:-}" ] || exec {nap_fd}<> <(:)
+    read -rt "$1" -u "$nap_fd" _ || true
+}
+
+# holds_text FILE TEXT: FILE exists and holds TEXT (read with a builtin, as nap says why).
+holds_text() {
+    local text=
+    IFS= read -rd '' text <"$1" 2>/dev/null || [ -n "$text" ] || return 1
+    [[ $text == *"$2"* ]]
 }
 
 device_here() { [ "${RDMA_SAMPLES_IN_VM:-0}" = 1 ] || has_rdma_device; }

@@ -27,7 +27,7 @@ load_bats_library() {
 load_bats_library bats-support
 load_bats_library bats-assert
 
-# has_rdma_device, cm_addr: the tools' library.
+# has_rdma_device, cm_addr, and nap and holds_text for the polls below: the tools' library.
 # shellcheck source=tests/tools.bash
 . "$BATS_TEST_DIRNAME/../tools.bash"
 
@@ -157,21 +157,6 @@ require_cm_addr() {
         fail "$how (CI=true: a skipped device test counts as a failure)"
     fi
     skip "$how"
-}
-
-# nap SECONDS: sleep without starting a process (read times out on a pipe nobody writes to). In the
-# emulated VM a `sleep` or `grep` process costs about 25 ms of CPU, taken from the programs under test:
-# the polls below use builtins only. (The pipe is opened at the first nap, not in every test.)
-nap() {
-    [ -n "${nap_fd:-}" ] || exec {nap_fd}<> <(:)
-    read -rt "$1" -u "$nap_fd" _ || true
-}
-
-# holds_text FILE TEXT: FILE exists and holds TEXT.
-holds_text() {
-    local text=
-    IFS= read -rd '' text <"$1" 2>/dev/null || [ -n "$text" ] || return 1
-    [[ $text == *"$2"* ]]
 }
 
 # wait_listening NAME: wait (up to 60 s) until the server started with start_peer NAME is listening.
