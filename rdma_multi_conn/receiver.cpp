@@ -255,6 +255,7 @@ void serve(const Args &args, const Device &dev, const Receiver &r)
                 break;
             report(r, take_completions(r), clients); // its message may be in the CQ already
             clients.mark_lost(conn, "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived");
+            ev.reset();                      // acknowledged before its cm_id goes (answering destroys it)
             clients.mark_disconnected(conn); // answered (DREP) now that its connection is finished
             break;
         default: // TIMEWAIT_EXIT and the like: nothing to do

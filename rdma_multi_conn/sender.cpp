@@ -115,6 +115,7 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
                                             ") before the connection was up");
             // Once connected, our SEND's completion says how it ended (success or an error); the
             // DREQ is answered (DREP) only then, so that our QP stays to resend a SEND whose ACK was lost.
+            ev.reset(); // acknowledged before its cm_id goes (answering destroys it)
             clients.mark_disconnected(conn);
             break;
         default: // TIMEWAIT_EXIT and the like: nothing to do

@@ -51,10 +51,20 @@ bool CmClients::mark_established(int conn)
 
 void CmClients::answer_if_finished(CmClient &c)
 {
-    if (c.disconnected && !c.answered && (c.done || !c.lost.empty())) {
-        rdma_disconnect(c.id.get()); // our DREP; the client waits for it (bounded by its -t)
-        c.answered = true;
-    }
+    if (c.disconnected && !c.answered && (c.done || !c.lost.empty()))
+        answer_dreq(c);
+}
+
+void CmClients::answer_dreq(CmClient &c)
+{
+    rdma_disconnect(c.id.get()); // our DREP; the client waits for it (bounded by its -t)
+    c.answered = true;
+    // Then let the cm_id go (its QP is ours and stays). If the DREP is lost, the client's CM resends
+    // its DREQ seconds later. The kernel's CM answers a repeated DREQ only while the connection is in
+    // TIMEWAIT (under a second here), or with a DREP of its own once the cm_id is gone; a cm_id that
+    // lives on past TIMEWAIT (state IDLE) ignores it, and the client would wait out its -t while
+    // this server still serves others.
+    c.id.reset();
 }
 
 void CmClients::mark_done(int conn)
@@ -93,6 +103,7 @@ void CmClients::finish(CmConnection &listener, int timeout_s, const std::string 
             return false;
         const int i = find(ev->id);
         if (ev->event == RDMA_CM_EVENT_DISCONNECTED && i >= 0 && !clients_[static_cast<std::size_t>(i)].disconnected) {
+            ev.reset(); // acknowledged first: answering destroys its cm_id
             mark_disconnected(i);
         } else if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
             rdma_cm_id *id = ev->id; // a late client: refuse it
@@ -118,10 +129,13 @@ void CmClients::finish(CmConnection &listener, int timeout_s, const std::string 
     for (auto &c : clients_) {
         if (!c.id || c.answered)
             continue;
-        const bool ours = !c.disconnected; // we send the DREQ, the client answers
-        c.answered = true;
-        if (rdma_disconnect(c.id.get()) != 0 || !ours || !c.established)
-            c.disconnected = true; // answered, or already gone: nothing to wait for
+        if (c.disconnected) { // its DREQ came: our DREP
+            answer_dreq(c);
+            continue;
+        }
+        c.answered = true; // our DREQ; the client answers
+        if (rdma_disconnect(c.id.get()) != 0 || !c.established)
+            c.disconnected = true; // already gone: nothing to wait for
     }
     const auto still_waiting = [&] {
         int n = 0;

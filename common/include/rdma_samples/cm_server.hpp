@@ -19,7 +19,7 @@ namespace rdma_samples {
 
 /** @brief One client of the server and how it fares. */
 struct CmClient {
-    CmIdPtr id;                ///< from its CONNECT_REQUEST; empty until the client arrived
+    CmIdPtr id;                ///< from its CONNECT_REQUEST; empty until the client arrived, and once its DREQ is answered
     ibv_qp *qp = nullptr;      ///< the server's QP for it
     std::string addr;          ///< where it connected from
     bool established = false;  ///< the connection is up (ESTABLISHED seen, or its first message arrived)
@@ -60,7 +60,8 @@ public:
     /**
      * @brief The client of @p conn disconnected (DREQ) or the CM gave up on it. Its DREQ is answered
      * (rdma_disconnect()) only once its connection is finished: until then our QP must stay, to
-     * finish a SEND whose ACK was lost.
+     * finish a SEND whose ACK was lost. Answering destroys the client's cm_id (a repeated DREQ is
+     * then answered by the kernel): acknowledge its event first.
      * @param conn the connection
      */
     void mark_disconnected(int conn);
@@ -85,6 +86,7 @@ public:
 
 private:
     void answer_if_finished(CmClient &c);
+    void answer_dreq(CmClient &c);
     std::vector<CmClient> clients_;
     int arrived_ = 0;
 };
