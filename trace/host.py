@@ -4,7 +4,7 @@
     host.py prepare OUT BUILD --batch FILE    one scenario per line of FILE (split with shlex)
     host.py prepare OUT BUILD -- ARGS...      one scenario from ARGS (SAMPLE [OPTIONS] [-- FLAGS])
         writes OUT/N/ (N from 1): responder.cmd and requester.cmd (each argument followed by a NUL),
-        the flag files the VMs look for (spoil, kill, cm, netem) and names (for the report); prints
+        the flag files the VMs look for (spoil, kill, cm, netem, lose) and names (for the report); prints
         how many scenarios there are
     host.py report OUT [--opcodes] [-v] [--batch]
         after the VMs ran: OUT/N/report.txt for each scenario (the ladder, or only its opcodes), printed
@@ -25,6 +25,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SERVER = "10.77.0.1"  # host A: the responder, receiver or server
 CLIENT = "10.77.0.2"  # host B: the requester
+CM_LOSABLE = ("REQ", "REP", "RTU", "DREQ", "DREP")  # what --lose-cm takes (trace/trace's lose_cm)
 
 
 def die(message):
@@ -45,7 +46,7 @@ def pair(sample):
 
 def scenario(d, build, args):
     """Parse one scenario's command line (ARGS) and write what the VMs run into folder D."""
-    sample, cm, spoil, kill, timeout, netem, extra_resp, flags = None, False, False, False, "10", "", [], []
+    sample, cm, spoil, kill, timeout, netem, lose, extra_resp, flags = None, False, False, False, "10", "", "", [], []
     i = 0
     while i < len(args):
         arg = args[i]
@@ -65,6 +66,11 @@ def scenario(d, build, args):
             if not re.fullmatch(r"[a-z0-9.% ]+", value or ""):
                 usage_error('--netem takes a netem spec such as "loss 5%"')
             netem = value
+            i += 1
+        elif arg == "--lose-cm":
+            if value not in CM_LOSABLE:
+                usage_error("--lose-cm takes " + ", ".join(CM_LOSABLE))
+            lose = value
             i += 1
         elif arg == "--timeout":
             if not re.fullmatch(r"[1-9][0-9]{0,2}", value or ""):
@@ -88,7 +94,9 @@ def scenario(d, build, args):
         usage_error(f"unknown sample '{sample}' (see ./lab trace --help)")
     if p.get("cm_only") and (kill or spoil):
         usage_error(f"{sample} connects with RDMA CM only: --kill-responder and --spoil-rkey need descriptor files")
-    cm = cm or bool(p.get("cm_only"))  # (file_transfer: RDMA CM only, with or without --cm)
+    if lose and sample == "ud":
+        usage_error("--lose-cm: ud's RDMA CM makes no connection (a SIDR lookup, no REQ ... DREP)")
+    cm = cm or bool(p.get("cm_only")) or bool(lose)  # (file_transfer: RDMA CM only, with or without --cm)
     if cm and kill:
         usage_error("--kill-responder works with descriptor files, not --cm")
     if cm and spoil:
@@ -130,10 +138,12 @@ def scenario(d, build, args):
     for name, wanted in (("spoil", spoil), ("kill", kill), ("cm", cm)):
         if wanted:
             open(os.path.join(d, name), "w").close()
-    if netem:
-        with open(os.path.join(d, "netem"), "w") as f:
-            f.write(netem + "\n")
-    title = sample + (" (RDMA CM)" if cm else "") + (f", link: netem {netem}" if netem else "")
+    for name, value in (("netem", netem), ("lose", lose)):
+        if value:
+            with open(os.path.join(d, name), "w") as f:
+                f.write(value + "\n")
+    title = sample + (" (RDMA CM)" if cm else "") + (f", link: netem {netem}" if netem else "") + \
+        (f", link: every other CM {lose} lost" if lose else "")
     with open(os.path.join(d, "names"), "w") as f:
         f.write(f"{os.path.basename(resp)}\n{os.path.basename(req)}\n{title}\n")
 
@@ -229,6 +239,10 @@ def report(d, verbose):
             except ValueError:
                 continue
             text.append(f"  host {host.upper()} {name:<28} +{change}\n")
+    lose = read(os.path.join(d, "lose")).strip()
+    if lose:
+        lost = [read(os.path.join(d, f"lost-{host}"), "?").strip() for host in ("a", "b")]
+        text.append(f"\nCM {lose} dropped on the way out (--lose-cm): host A {lost[0]}, host B {lost[1]}\n")
     text.append(f"\ncapture: {d}/trace.pcap (open it in Wireshark, or: tshark -r {d}/trace.pcap -V)\n")
     return "".join(text)
 

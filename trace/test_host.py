@@ -67,6 +67,15 @@ class Prepare(unittest.TestCase):
         self.assertEqual(q[:4], ["bash", "-c", 'for ((i = 0; i < $0; i++)); do "$@" || exit; done', "2"])
         self.assertEqual(q[-2:], ["-s", "one message per connection"])
 
+    def test_losing_a_cm_message_implies_rdma_cm(self):
+        done = run("prepare", self.out, self.build, "--", "multi_conn", "--lose-cm", "DREP")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertTrue(os.path.exists(os.path.join(self.out, "1", "cm")))
+        with open(os.path.join(self.out, "1", "lose")) as f:
+            self.assertEqual(f.read(), "DREP\n")
+        with open(os.path.join(self.out, "1", "names")) as f:
+            self.assertEqual(f.read().splitlines()[2], "multi_conn (RDMA CM), link: every other CM DREP lost")
+
     def test_a_pair_that_connects_with_rdma_cm_only_gets_its_cm_flow_without_cm(self):
         done = run("prepare", self.out, self.build, "--", "file_transfer")
         self.assertEqual(done.returncode, 0, done.stderr)
@@ -82,6 +91,9 @@ class Prepare(unittest.TestCase):
             (["write", "--timeout", "0"], "trace: --timeout takes 1 to 999 seconds\n"),
             (["write", "--netem", "loss 5%; reboot"], 'trace: --netem takes a netem spec such as "loss 5%"\n'),
             (["write", "read"], "trace: one sample at a time (got 'write' and 'read')\n"),
+            (["write", "--lose-cm", "ACK"], "trace: --lose-cm takes REQ, REP, RTU, DREQ, DREP\n"),
+            (["ud", "--lose-cm", "REQ"], "trace: --lose-cm: ud's RDMA CM makes no connection (a SIDR lookup, "
+                                         "no REQ ... DREP)\n"),
             (["nope"], "trace: unknown sample 'nope' (see ./lab trace --help)\n"),
             (["--cm"], "trace: which sample? (see ./lab trace --help)\n"),
         ]:

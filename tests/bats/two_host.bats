@@ -295,6 +295,35 @@ cm_paths() {
     assert_line --regexp '^responder: step [0-9]+ failed: timed out after 5 s waiting for '
 }
 
+@test "two hosts: RDMA CM messages lost on purpose: a lost RTU (REP resent, or DISCONNECTED first), a lost DREP (DREQ resent): every pair finishes" {
+    require_vm
+    TRACE=$BATS_TEST_TMPDIR/trace
+    # trace --lose-cm: each host loses the first such message it sends, and every second one after it.
+    printf '%s\n' "write --lose-cm RTU --timeout 30" "send_receive --lose-cm RTU --timeout 30" \
+        "write --lose-cm DREP --timeout 30" "multi_conn --lose-cm DREP --timeout 30" >"$BATS_TEST_TMPDIR/batch"
+    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
+        --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
+    assert_success
+    every_scenario_succeeded
+    local dreq='-> CM DREQ (disconnect request)' drep='<- CM DREP (disconnect reply)'
+    # The write responder can do nothing before ESTABLISHED: its CM's timer runs out, it resends the
+    # REP, and the client's second RTU gets through.
+    assert_equal "$(cat "$TRACE/1/lost-b")" 1
+    assert_equal "$(grep -c 'CM REP' "$TRACE/1/report.txt")" 2
+    assert grep -q 'RDMA CM: connection established from' "$TRACE/1/responder.out"
+    # The sender needs nothing from the receiver: it has sent and disconnected long before that timer.
+    assert_equal "$(grep -c 'CM REP' "$TRACE/2/report.txt")" 1
+    assert grep -q 'disconnected before its RTU arrived' "$TRACE/2/responder.out"
+    # A lost DREP: the client's CM resends its DREQ seconds later. The write responder is gone by then,
+    # and its kernel answers for the cm_id it no longer has.
+    assert_equal "$(cat "$TRACE/3/lost-a")" 1
+    assert_equal "$(grep ' CM D' "$TRACE/3/report.txt")" "$(printf '%s\n' "$dreq" "$dreq" "$drep")"
+    # The multi_conn server lives on to serve its second client: it lets the first one's cm_id go once
+    # it answered (a cm_id kept past TIMEWAIT ignores a resent DREQ, and the client would wait out -t).
+    assert_equal "$(cat "$TRACE/4/lost-a")" 2
+    assert_equal "$(grep ' CM D' "$TRACE/4/report.txt")" "$(printf '%s\n' "$dreq" "$dreq" "$drep" "$dreq" "$dreq" "$drep")"
+}
+
 # ---------------------------------------------------------------------------------------------------
 # rdma_file_transfer across two machines: the receiver on host A, the sender on host B (RDMA CM only).
 # Every copy is compared with cmp, and sha256sum runs on each machine for its own file: host B hashes

@@ -9,10 +9,11 @@
 # and the UDP tunnels; rdma_ucm gives librdmacm its device; 9p over virtio-mmio (microvm has no PCI)
 # shares the host's files (virtio_pci: the same on the pc and q35 machines, for tests/vm/smp-soak);
 # virtio_net joins two VMs; veth for experiments; sch_netem lets a test drop and delay packets on the
-# link (`tc qdisc add dev eth0 root netem loss 5%`).
+# link (`tc qdisc add dev eth0 root netem loss 5%`); sch_ingress (clsact), cls_u32 and act_gact let it
+# drop chosen packets (trace --lose-cm).
 modules=(crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm
     rdma_ucm netfs fscache 9pnet 9p virtio_ring virtio virtio_mmio virtio_pci 9pnet_virtio failover
-    net_failover virtio_net veth sch_netem)
+    net_failover virtio_net veth sch_netem sch_ingress cls_u32 act_gact)
 
 # What the built files depend on besides the kernel: a change rebuilds them. (declare -f hashes
 # build's code as bash prints it, not its comments or which file it is in.)
