@@ -282,6 +282,12 @@ void cm_disconnect(CmConnection &c, int timeout_s)
     check_rc(rdma_disconnect(c.id.get()), "rdma_disconnect");
     expect_cm_event(c.channel.get(), RDMA_CM_EVENT_DISCONNECTED, timeout_s, "the disconnect to complete", c.peer);
     c.disconnected = true;
+    // The cm_id goes now, not with the program. If the peer's DREQ came first, our rdma_disconnect() was
+    // the DREP, and if that is lost the peer's CM resends its DREQ seconds later. The kernel's CM answers
+    // a resent DREQ during TIMEWAIT (under a second here) or, with a DREP of its own, for a cm_id that is
+    // gone; a cm_id kept past TIMEWAIT ignores it, and the peer would wait out its -t (CmClients does
+    // the same for each client of a server).
+    c.id.reset();
     // rdma_disconnect() moves only a QP of librdmacm's own (rdma_create_qp()) to ERR; ours we move.
     if (c.qp != nullptr)
         qp_to_error(c.qp);

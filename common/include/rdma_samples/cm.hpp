@@ -96,7 +96,8 @@ CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv
 
 /**
  * @brief Orderly goodbye: rdma_disconnect() (the CM sends DREQ; the peer answers DREP), wait, bounded,
- * for RDMA_CM_EVENT_DISCONNECTED, then move our QP to ERR. Either side may start it; both may.
+ * for RDMA_CM_EVENT_DISCONNECTED, destroy the cm_id (so that the kernel answers a DREQ the peer resends
+ * because our DREP was lost), then move our QP to ERR. Either side may start it; both may.
  *
  * rdma_disconnect() moves only a QP that librdmacm created (rdma_create_qp()) to ERR; ours it leaves
  * alone, so we do it. In ERR the QP accepts no more packets and flushes whatever work requests are
