@@ -300,7 +300,7 @@ cm_paths() {
     TRACE=$BATS_TEST_TMPDIR/trace
     # trace --lose-cm: each host loses the first such message it sends, and every second one after it.
     printf '%s\n' "write --lose-cm RTU --timeout 30" "send_receive --lose-cm RTU --timeout 30" \
-        "write --lose-cm DREP --timeout 30" "multi_conn --lose-cm DREP --timeout 30" >"$BATS_TEST_TMPDIR/batch"
+        "file_transfer --lose-cm DREP --timeout 30" "multi_conn --lose-cm DREP --timeout 30" >"$BATS_TEST_TMPDIR/batch"
     run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
@@ -314,8 +314,9 @@ cm_paths() {
     # The sender needs nothing from the receiver: it has sent and disconnected long before that timer.
     assert_equal "$(grep -c 'CM REP' "$TRACE/2/report.txt")" 1
     assert grep -q 'disconnected before its RTU arrived' "$TRACE/2/responder.out"
-    # A lost DREP: the client's CM resends its DREQ seconds later. The write responder is gone by then,
-    # and its kernel answers for the cm_id it no longer has.
+    # A lost DREP: the client's CM resends its DREQ seconds later. The file receiver (it waits for the
+    # sender's DREQ and answers it; the pairs of chapters 2 to 8 may send DREQs both ways at once) is
+    # gone by then, and its kernel answers for the cm_id it no longer has.
     assert_equal "$(cat "$TRACE/3/lost-a")" 1
     assert_equal "$(grep ' CM D' "$TRACE/3/report.txt")" "$(printf '%s\n' "$dreq" "$dreq" "$drep")"
     # The multi_conn server lives on to serve its second client: it lets the first one's cm_id go once
