@@ -21,11 +21,16 @@ import shlex
 import subprocess
 import sys
 
+from ladder import CM_MESSAGES
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 SERVER = "10.77.0.1"  # host A: the responder, receiver or server
 CLIENT = "10.77.0.2"  # host B: the requester
-CM_LOSABLE = ("REQ", "REP", "RTU", "DREQ", "DREP")  # what --lose-cm takes (trace/trace's lose_cm)
+# What --lose-cm takes: the messages of an RC connection and its teardown, by short name, with their MAD
+# attribute IDs from ladder.py's table (trace/trace's lose_cm filters on the ID).
+CM_LOSABLE = {name.split()[1]: attr for attr, name in CM_MESSAGES.items()
+              if name.split()[1] in ("REQ", "REP", "RTU", "DREQ", "DREP")}
 
 
 def die(message):
@@ -138,7 +143,7 @@ def scenario(d, build, args):
     for name, wanted in (("spoil", spoil), ("kill", kill), ("cm", cm)):
         if wanted:
             open(os.path.join(d, name), "w").close()
-    for name, value in (("netem", netem), ("lose", lose)):
+    for name, value in (("netem", netem), ("lose", lose and f"{lose} 0x{CM_LOSABLE[lose]:04x}")):
         if value:
             with open(os.path.join(d, name), "w") as f:
                 f.write(value + "\n")
@@ -239,7 +244,7 @@ def report(d, verbose):
             except ValueError:
                 continue
             text.append(f"  host {host.upper()} {name:<28} +{change}\n")
-    lose = read(os.path.join(d, "lose")).strip()
+    lose = read(os.path.join(d, "lose")).partition(" ")[0]
     if lose:
         lost = [read(os.path.join(d, f"lost-{host}"), "?").strip() for host in ("a", "b")]
         text.append(f"\nCM {lose} dropped on the way out (--lose-cm): host A {lost[0]}, host B {lost[1]}\n")

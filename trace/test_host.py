@@ -72,7 +72,7 @@ class Prepare(unittest.TestCase):
         self.assertEqual(done.returncode, 0, done.stderr)
         self.assertTrue(os.path.exists(os.path.join(self.out, "1", "cm")))
         with open(os.path.join(self.out, "1", "lose")) as f:
-            self.assertEqual(f.read(), "DREP\n")
+            self.assertEqual(f.read(), "DREP 0x0016\n")  # the name, and the attribute ID trace filters on
         with open(os.path.join(self.out, "1", "names")) as f:
             self.assertEqual(f.read().splitlines()[2], "multi_conn (RDMA CM), link: every other CM DREP lost")
 

@@ -59,11 +59,9 @@ void CmClients::answer_dreq(CmClient &c)
 {
     rdma_disconnect(c.id.get()); // our DREP; the client waits for it (bounded by its -t)
     c.answered = true;
-    // Then let the cm_id go (its QP is ours and stays). If the DREP is lost, the client's CM resends
-    // its DREQ seconds later. The kernel's CM answers a repeated DREQ only while the connection is in
-    // TIMEWAIT (under a second here), or with a DREP of its own once the cm_id is gone; a cm_id that
-    // lives on past TIMEWAIT (state IDLE) ignores it, and the client would wait out its -t while
-    // this server still serves others.
+    // Then let the cm_id go (its QP is ours and stays), as cm_disconnect() does and for its reason: a
+    // DREQ resent because this DREP was lost is answered by the kernel only in TIMEWAIT or for a cm_id
+    // that is gone, and this server lives on to serve the others.
     c.id.reset();
 }
 
