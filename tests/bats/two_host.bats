@@ -262,7 +262,12 @@ cm_paths() {
 @test "two hosts: 1% and 5% packet loss both ways: every pair, both flows, succeeds through retransmissions" {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
-    { lossy_batch 'loss 1%'; lossy_batch 'loss 5%'; } >"$BATS_TEST_TMPDIR/batch"
+    # And 200 WRITEs of 4 KiB (4 packets each) at 5%: the pairs alone put about 200 RC packets on the
+    # link, and in about one run in a hundred none of them was lost (CI, 2026-11-25: "retransmission
+    # counters on host B: 0"). With the bench the counters show retransmissions every time.
+    { lossy_batch 'loss 1%'; lossy_batch 'loss 5%'
+        echo "bench --netem 'loss 5%' --timeout 30 -- --op write --mode bw --size 4096 --iters 200 --warmup 0"; } \
+        >"$BATS_TEST_TMPDIR/batch"
     run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
