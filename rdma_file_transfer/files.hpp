@@ -98,6 +98,8 @@ private:
 struct Source {
     Fd fd;              ///< open for reading
     std::uint64_t size; ///< st_size at open
+    timespec mtime;     ///< st_mtim at open
+    timespec ctime;     ///< st_ctim at open
 };
 
 /** @brief Open @p path for reading and refuse what cannot be sent: missing, unreadable, a directory,
@@ -117,8 +119,8 @@ inline Source open_source(const std::string &path)
         throw Error(rdma_samples::quote(path) + " is a directory", "send one file; pack a directory first (tar)");
     if (!S_ISREG(st.st_mode))
         throw Error(rdma_samples::quote(path) + " is not a regular file (a FIFO, socket or device)",
-                    "the length and digest go out before the data (step 2): copy it into a regular file first");
-    return {std::move(fd), static_cast<std::uint64_t>(st.st_size)};
+                    "the length goes out before the data (step 3): copy it into a regular file first");
+    return {std::move(fd), static_cast<std::uint64_t>(st.st_size), st.st_mtim, st.st_ctim};
 }
 
 /** @brief Read up to @p len bytes at @p offset (fewer only at the end of the file).
@@ -139,31 +141,39 @@ inline std::size_t read_at(int fd, char *buf, std::size_t len, std::uint64_t off
     return got;
 }
 
-/** @brief The SHA-256 of the first @p src.size bytes, read 1 MiB at a time (bounded memory).
- *  @param src the open file @return the digest; throws if the file is shorter now */
-inline Digest hash_file(const Source &src)
+/** @brief Whether the file was written to since open_source(): its size, or its modification or
+ *  status-change time, differs from what fstat() said then. The digest covers the bytes as they were
+ *  read; this tells whether those are the file's bytes. @param src the open file @return true if changed */
+inline bool changed_since_open(const Source &src)
 {
-    std::vector<char> buf(1 << 20);
-    Sha256 sha;
-    for (std::uint64_t off = 0; off < src.size;) {
-        const std::size_t n = read_at(src.fd.get(), buf.data(), std::min<std::uint64_t>(buf.size(), src.size - off), off);
-        if (n == 0)
-            throw Error("the file shrank while its digest was computed (" + std::to_string(off) + " of " +
-                            std::to_string(src.size) + " bytes)",
-                        "send a file nobody is writing to (a copy or a snapshot)");
-        sha.update(buf.data(), n);
-        off += n;
-    }
-    return sha.final();
+    struct stat st{};
+    if (fstat(src.fd.get(), &st) != 0)
+        rdma_samples::fail_errno("fstat", errno);
+    return static_cast<std::uint64_t>(st.st_size) != src.size || st.st_mtim.tv_sec != src.mtime.tv_sec ||
+           st.st_mtim.tv_nsec != src.mtime.tv_nsec || st.st_ctim.tv_sec != src.ctime.tv_sec ||
+           st.st_ctim.tv_nsec != src.ctime.tv_nsec;
 }
 
-/** @brief Why @p name may not be used as a file name in the receiver's directory, or "" when it may. */
+/** @brief What the temporary name adds to the final one: "." NAME "." up to 10 digits ".part". */
+inline constexpr std::size_t temp_name_extra = 17;
+
+/** @brief The longest name the receiver stores: its temporary name must fit NAME_MAX too. */
+inline constexpr std::size_t max_name = NAME_MAX - temp_name_extra;
+
+/** @brief Why @p name may not be used as a file name in the receiver's directory, or "" when it may.
+ *  A name from the network is input, never a path: no /, no control bytes, and nothing that starts
+ *  with . (a hidden file such as .profile or .bash_login, or . and ..) or - (read as a flag by the
+ *  next tool that sees it). */
 inline std::string bad_name(const std::string &name)
 {
-    if (name.empty() || name == "." || name == "..")
-        return "is empty, . or ..";
-    if (name.size() > NAME_MAX)
-        return "is " + std::to_string(name.size()) + " bytes, longer than NAME_MAX (" + std::to_string(NAME_MAX) + ")";
+    if (name.empty())
+        return "is empty";
+    if (name[0] == '.' || name[0] == '-')
+        return "starts with " + name.substr(0, 1) + " (hidden files and names that read as flags are refused)";
+    if (name.size() > max_name)
+        return "is " + std::to_string(name.size()) + " bytes; at most " + std::to_string(max_name) +
+               " fit (NAME_MAX " + std::to_string(NAME_MAX) + ", less " + std::to_string(temp_name_extra) +
+               " for the temporary name)";
     for (unsigned char c : name) {
         if (c == '/')
             return "contains /";
@@ -178,8 +188,14 @@ inline std::string bad_name(const std::string &name)
 inline std::string destination(const std::string &out, const std::string &name)
 {
     struct stat st{};
-    if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
+    if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
+        const std::string base = out.substr(out.rfind('/') + 1);
+        if (base.size() > max_name)
+            throw Error("-o " + rdma_samples::quote(out) + ": its last component is " + std::to_string(base.size()) +
+                            " bytes; at most " + std::to_string(max_name) + " leave room for the temporary name",
+                        "choose a shorter -o");
         return out;
+    }
     if (const std::string why = bad_name(name); !why.empty())
         throw Error("the name " + rdma_samples::quote(name) + " " + why, "send it with another --name");
     return out + "/" + name;

@@ -15,16 +15,21 @@
 
 namespace file_transfer {
 
+/** @brief --deadline's default: the longest a whole transfer may last, whatever the peer does. */
+inline constexpr int default_deadline_s = 3600;
+
 /** @brief The sender's flags. */
 struct SenderOptions {
     std::string file;             ///< FILE
     std::string id = "anonymous"; ///< --id
     std::string name;             ///< --name (default: FILE's last component)
+    int deadline_s = default_deadline_s; ///< --deadline
 };
 
 /** @brief The receiver's flags. */
 struct ReceiverOptions {
-    std::string out = ".";         ///< -o PATH|DIR
+    std::string out;               ///< -o PATH|DIR (required: no silent default into the working directory)
+    int deadline_s = default_deadline_s; ///< --deadline
     std::string keys_file;         ///< --keys
     bool force = false;            ///< --force
     std::uint32_t slots = 4;       ///< --slots
@@ -37,6 +42,16 @@ inline rdma_samples::ProgramSpec cm_only_spec(const char *name, const char *role
 {
     return {.name = name, .role = role, .summary = summary, .resource_descriptor = false, .rdma_cm = true,
             .descriptor_files = false};
+}
+
+/** @brief --deadline, the same on both sides: seconds the whole transfer may last (-t bounds each wait).
+ *  @param deadline_s where the value goes @return the flag */
+inline rdma_samples::ExtraFlag deadline_flag(int &deadline_s)
+{
+    return {"deadline", "SECONDS", "the longest the whole transfer may last (-t bounds each wait in it)",
+            std::to_string(default_deadline_s), [&deadline_s](const std::string &v) {
+                deadline_s = static_cast<int>(rdma_samples::parse_number("--deadline", v, 1, 7 * 24 * 3600));
+            }};
 }
 
 /** @brief rdma_file_sender's command line, filling @p opt. @return the spec for run_sample() */
@@ -65,8 +80,23 @@ inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
                  throw UsageError("--name: at most " + std::to_string(max_text - 1) + " bytes");
              opt.name = v;
          }},
+        deadline_flag(opt.deadline_s),
     };
     return spec;
+}
+
+/** @brief What the receiver's flags must say together, checked before anything is opened: -o given
+ *  (a name that comes over the network never lands in whatever directory the receiver started in),
+ *  and a ring of at most max_ring_bytes. Throws UsageError. @param opt the parsed flags */
+inline void check_receiver_options(const ReceiverOptions &opt)
+{
+    if (opt.out.empty())
+        throw rdma_samples::UsageError("-o is required: the directory (or file path) to store the received file in",
+                                       "e.g. -o ~/incoming; a sender's name is used only inside a directory you chose");
+    if (std::uint64_t{opt.slots} * opt.chunk > max_ring_bytes)
+        throw rdma_samples::UsageError("--slots " + std::to_string(opt.slots) + " --chunk " + std::to_string(opt.chunk) +
+                                           ": a ring of more than " + std::to_string(max_ring_bytes) + " bytes",
+                                       "lower --slots or --chunk; the sender refuses a bigger ring too");
 }
 
 /** @brief rdma_file_receiver's command line, filling @p opt. @return the spec for run_sample() */
@@ -77,15 +107,20 @@ inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
         "rdma_file_receiver", "receiver",
         "Receive one file from rdma_file_sender into a ring of slots, verify its SHA-256, keep it.");
     spec.extra = {
-        {"output", "PATH|DIR", "where to store the file; a directory: under the name the sender gives", ".",
-         [&opt](const std::string &v) { opt.out = v; }, "o"},
+        {"output", "PATH|DIR", "where to store the file (required); a directory: under the name the sender gives",
+         "none: required", [&opt](const std::string &v) {
+             if (v.empty())
+                 throw rdma_samples::UsageError("-o: empty; give a directory or a file path");
+             opt.out = v;
+         }, "o"},
         {"keys", "FILE", "one \"ID KEY\" per line: the key to send each sender ID (step 7)", "none: send a receipt",
          [&opt](const std::string &v) { opt.keys_file = v; }},
         {"force", "", "replace an existing file", "off", [&opt](const std::string &) { opt.force = true; }},
         {"slots", "N", "slots in the ring: chunks the sender may have in flight", "4",
          [&opt](const std::string &v) { opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24)); }},
         {"chunk", "BYTES", "bytes per slot (one RDMA WRITE)", "1048576",
-         [&opt](const std::string &v) { opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, 1U << 30)); }},
+         [&opt](const std::string &v) { opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, max_chunk)); }},
+        deadline_flag(opt.deadline_s),
     };
     return spec;
 }

@@ -1,22 +1,28 @@
 /**
  * @file protocol.hpp
- * @brief rdma_file_transfer's control protocol: one fixed-size message, versioned, in little-endian.
+ * @brief rdma_file_transfer's control protocol: one fixed-size message, versioned, in little-endian,
+ * and the checks every message from the peer passes before any of its fields is used.
  *
  * Everything the two sides say to each other besides the file's bytes is a ControlMessage SENT into a
- * receive the peer posted: the offer (length, digest, name), the ring (addr, rkey, chunk, slots), the
- * verdict, the ID and the key. A message is always the same 456 bytes, so one receive buffer of that
- * size fits any of them. Credits and "done" carry no bytes at all: they are zero-length SENDs whose
- * immediate value says which slot (or that the last chunk is out).
+ * receive the peer posted: the offer (length, name), the ring (addr, rkey, chunk, slots), "done" (length,
+ * digest), the verdict, the ID and the key. A message is always the same 456 bytes, so one receive
+ * buffer of that size fits any of them. Credits carry no bytes at all: they are zero-length SENDs whose
+ * immediate value names the slot.
  *
  * A message starts with a magic number and the protocol version. A peer that speaks another version
  * is refused with a message it can still read: magic, version and type keep their place in every
  * version to come.
+ *
+ * Version 2 (this one) sends the digest with "done", after the data, so that each side hashes the file
+ * once, while the bytes move; version 1 sent it in the offer, so the sender read the whole file twice
+ * and the receiver waited for that first pass before the first byte came.
  */
 #pragma once
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <endian.h>
 #include <rdma/rdma_cma.h>
@@ -30,35 +36,44 @@
 namespace file_transfer {
 
 inline constexpr std::uint32_t protocol_magic = 0x52444654; ///< "RDFT"
-inline constexpr std::uint16_t protocol_version = 1;        ///< what this build speaks
+inline constexpr std::uint16_t protocol_version = 2;        ///< what this build speaks
 inline constexpr std::size_t max_text = 384;                 ///< bytes of text a message carries (with its NUL)
+inline constexpr std::uint32_t max_chunk = 1U << 30;         ///< the largest slot either side accepts (1 GiB)
+inline constexpr std::uint64_t max_ring_bytes = 1ULL << 30;  ///< the largest ring (slots x chunk) either side accepts
 
 /** @brief What a ControlMessage says. */
 enum class MessageType : std::uint16_t {
-    offer = 1,   ///< sender: length, digest, name (workflow step 2)
+    offer = 1,   ///< sender: length, name (workflow step 2)
     ring = 2,    ///< receiver: addr, rkey, chunk, slots of the ring (step 3)
     refusal = 3, ///< either side: why it stops (text); the connection ends
     verdict = 4, ///< receiver: flags 1 = the digest matched (step 5), and the digest it computed
     id = 5,      ///< sender: who it is (step 6)
     key = 6,     ///< receiver: the secret key for that ID (step 7)
     receipt = 7, ///< receiver without --keys: a receipt instead of a key (step 7)
+    done = 8,    ///< sender: every chunk is out; length and digest of what was sent (step 4)
 };
 
-/** @brief The immediate value of the zero-length SEND that says "the last chunk is out". */
-inline constexpr std::uint32_t done_imm = 0xFFFFFFFF;
+/** @brief The name of message type @p type, for errors. @param type as received @return e.g. "offer" */
+inline std::string type_name(std::uint16_t type)
+{
+    static const char *const names[] = {"offer", "ring", "refusal", "verdict", "id", "key", "receipt", "done"};
+    if (type >= 1 && type <= 8)
+        return names[type - 1];
+    return "unknown type " + std::to_string(type);
+}
 
 /** @brief The one message of the protocol, as it travels (packed; multi-byte fields little-endian). */
 struct [[gnu::packed]] ControlMessage {
     std::uint32_t magic;    ///< protocol_magic
     std::uint16_t version;  ///< protocol_version of the side that wrote it
     std::uint16_t type;     ///< a MessageType
-    std::uint64_t length;   ///< offer: the file's size in bytes
+    std::uint64_t length;   ///< offer: the file's size in bytes; done: the bytes sent
     std::uint64_t addr;     ///< ring: the ring's first byte in the receiver's memory
     std::uint32_t rkey;     ///< ring: the key that lets our WRITEs in
     std::uint32_t chunk;    ///< ring: bytes per slot
     std::uint32_t slots;    ///< ring: how many slots
     std::uint32_t flags;    ///< verdict: 1 when the digests matched
-    std::array<std::uint8_t, 32> digest; ///< offer, verdict: SHA-256
+    std::array<std::uint8_t, 32> digest; ///< done, verdict: SHA-256
     char text[max_text];    ///< offer: the file name; refusal: why; id; key; receipt
 };
 static_assert(sizeof(ControlMessage) == 456, "the wire format is fixed");
@@ -96,7 +111,6 @@ inline ControlMessage read_message(const ControlMessage &wire, std::uint32_t byt
     m.magic = le32toh(m.magic);
     m.version = le16toh(m.version);
     m.type = le16toh(m.type);
-    m.text[max_text - 1] = '\0';
     if (byte_len < 8 || m.magic != protocol_magic)
         throw rdma_samples::Error(from + " sent a message that is not rdma_file_transfer's (" +
                                       std::to_string(byte_len) + " bytes)",
@@ -110,7 +124,28 @@ inline ControlMessage read_message(const ControlMessage &wire, std::uint32_t byt
                                       std::to_string(protocol_version) + " messages are " +
                                       std::to_string(sizeof(ControlMessage)),
                                   "the peer is not a matching rdma_file_transfer program");
+    if (std::memchr(m.text, '\0', max_text) == nullptr) // text is printed and compared: it must end inside
+        throw rdma_samples::Error(from + " sent a " + type_name(m.type) + " whose text has no NUL in its " +
+                                      std::to_string(max_text) + " bytes",
+                                  "the peer does not follow the protocol");
     return m;
+}
+
+/** @brief Throws unless @p m is of @p type; a refusal ends the connection with the peer's reason,
+ *  quoted (peer text never reaches a terminal raw). @param m a message from read_message()
+ *  @param type what the protocol expects now @param from who sent it @param what the step, for errors */
+inline void expect_type(const ControlMessage &m, MessageType type, const std::string &from, const std::string &what)
+{
+    if (m.type == static_cast<std::uint16_t>(MessageType::refusal)) {
+        const std::string text = m.text;
+        const std::size_t nl = text.find('\n');
+        throw rdma_samples::Error(from + " refused: " + rdma_samples::quote(text.substr(0, nl), 200),
+                                  nl == std::string::npos ? from + "'s output says why"
+                                                          : from + " says: " + rdma_samples::quote(text.substr(nl + 1), 200));
+    }
+    if (m.type != static_cast<std::uint16_t>(type))
+        throw rdma_samples::Error(from + " sent a " + type_name(m.type) + " message while we waited for " + what,
+                                  "the peer does not follow the protocol");
 }
 
 /**
@@ -143,8 +178,17 @@ inline const TestFault &test_fault()
     return fault;
 }
 
-/** @brief A ring of @p slots x @p chunk bytes must fit the device: one memory region (max_mr_size)
- *  and a receive queue of a receive per slot and 2 more (max_qp_wr). Throws UsageError with a hint. */
+/// @name The receiver's queues for a ring of @p slots: what check_ring_fits() checks and accept uses
+/// @{
+/** @brief Receives: one per slot (each WRITE with immediate consumes one), one for a message, one spare. */
+inline std::uint32_t receiver_recv_depth(std::uint32_t slots) { return slots + 2; }
+/** @brief SENDs: a credit per slot, and the messages (at most 2 in flight: a verdict or key, a refusal). */
+inline std::uint32_t receiver_send_depth(std::uint32_t slots) { return slots + 4; }
+/// @}
+
+/** @brief A ring of @p slots x @p chunk bytes must fit the device: one memory region (max_mr_size),
+ *  a receive queue and a send queue of the depths above (max_qp_wr), one CQ for both (max_cqe).
+ *  Throws UsageError with the largest --slots that fits. */
 inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev, std::uint32_t slots, std::uint32_t chunk)
 {
     const std::string ring = "--slots " + std::to_string(slots);
@@ -152,10 +196,15 @@ inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev,
         throw rdma_samples::UsageError(ring + " --chunk " + std::to_string(chunk) + ": " + dev +
                                            " registers at most max_mr_size = " + std::to_string(attr.max_mr_size) + " bytes",
                                        "lower --chunk or --slots (see ibv_devinfo -v)");
-    if (slots + 2 > static_cast<std::uint32_t>(attr.max_qp_wr))
-        throw rdma_samples::UsageError(ring + ": a receive per slot and 2 more exceed " + dev + "'s max_qp_wr = " +
-                                           std::to_string(attr.max_qp_wr),
-                                       "use --slots " + std::to_string(attr.max_qp_wr - 2) + " or fewer (see ibv_devinfo -v)");
+    const std::uint64_t recv = receiver_recv_depth(slots), send = receiver_send_depth(slots);
+    const std::int64_t fit = std::min<std::int64_t>(std::int64_t{attr.max_qp_wr} - 4, (std::int64_t{attr.max_cqe} - 6) / 2);
+    const std::string hint = "use --slots " + std::to_string(fit) + " or fewer (see ibv_devinfo -v)";
+    if (send > static_cast<std::uint64_t>(attr.max_qp_wr))
+        throw rdma_samples::UsageError(ring + ": a credit per slot and 4 messages in the send queue exceed " + dev +
+                                           "'s max_qp_wr = " + std::to_string(attr.max_qp_wr), hint);
+    if (recv + send > static_cast<std::uint64_t>(attr.max_cqe))
+        throw rdma_samples::UsageError(ring + ": " + std::to_string(recv + send) + " completions (receives and sends) exceed " +
+                                           dev + "'s max_cqe = " + std::to_string(attr.max_cqe), hint);
 }
 
 /** @brief librdmacm's own context of @p dev (rdma_get_devices()): every cm_id on that device has it as
@@ -179,8 +228,8 @@ inline ibv_context *cm_context(const rdma_samples::Device &dev)
 /// @name wr_ids: what each completion belongs to
 /// @{
 inline constexpr std::uint64_t recv_wr_id = 1;  ///< every receive (they complete in the order posted)
-inline constexpr std::uint64_t send_wr_id = 2;  ///< every SEND: a message, a credit, "done"
-inline constexpr std::uint64_t write_wr_id = 3; ///< every RDMA WRITE with immediate (sender)
+inline constexpr std::uint64_t send_wr_id = 2;  ///< every SEND: a message or a credit
+inline constexpr std::uint64_t write_wr_id = 1ULL << 32; ///< sender's WRITE with immediate into slot s: write_wr_id + s
 /// @}
 
 /** @brief The QP librdmacm made on a cm_id (rdma_create_qp()); rdma_destroy_qp() when it goes. */

@@ -1,13 +1,15 @@
 /**
  * @file receiver.cpp
- * @brief Putting it together, receiver side: export a ring of slots, write each chunk to disk, return
- * the slot as a credit, verify the SHA-256, keep the file only if it matches, answer the ID with a key.
+ * @brief Putting it together, receiver side: export a ring of slots, take each chunk out of the
+ * sender's reach, return the slot as a credit, hash and write the chunk, verify the SHA-256 the sender
+ * sends with "done", keep the file only if it matches, answer the ID with a key.
  *
- * The receiver listens (RDMA CM), and sleeps on a completion channel instead of spinning: arm the CQ
- * (ibv_req_notify_cq), sleep until it fires (ibv_get_cq_event), acknowledge (ibv_ack_cq_events), poll
- * until the CQ is empty, re-arm. Memory is the ring (--slots x --chunk), whatever the file's size.
- * See sender.cpp for the other side.
+ * The receiver listens (RDMA CM), and sleeps on a completion channel instead of spinning (events.hpp).
+ * Everything the sender sends is checked before it is used: every message's magic, version, type and
+ * text, every chunk's slot and length, the order of the steps. Memory is the ring (--slots x --chunk)
+ * and one chunk more, whatever the file's size. See sender.cpp for the other side.
  */
+#include "events.hpp"
 #include "files.hpp"
 #include "options.hpp"
 #include "protocol.hpp"
@@ -21,80 +23,20 @@
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
-#include <poll.h>
-
 using namespace rdma_samples;
 using namespace file_transfer;
 
 namespace {
 
-/** What the waits need: the CQ and its channel, the CM's channel, -t. */
-struct Connection {
-    ibv_cq *cq;
-    ibv_comp_channel *channel;
-    rdma_event_channel *cm_channel;
-    int timeout_s;
-    int sends = 0; ///< our SENDs not yet completed
-};
-
-/** A second sender while we serve one: refuse its request (it sees REJECTED), forget its cm_id. */
-void turn_away(CmEventPtr ev)
-{
-    rdma_cm_id *other = ev->id;
-    check_rc(rdma_reject(other, nullptr, 0), "rdma_reject");
-    ev.reset(); // acknowledge the event before destroying its id
-    rdma_destroy_id(other);
-}
-
-/** The next completion, sleeping on the completion channel while there is none (bounded by -t). */
-ibv_wc next_completion(Connection &c, const std::string &what)
-{
-    //! [event_loop]
-    const Deadline deadline(c.timeout_s);
-    for (;;) {
-        ibv_wc wc{};
-        if (check_poll(ibv_poll_cq(c.cq, 1, &wc)) == 1) // poll until empty: one per call
-            return wc;
-        // Empty: arm the CQ, so that its NEXT completion raises an event on the channel. The race: a
-        // completion that came after the poll above but before the arm raises no event, and we would
-        // sleep through it. So poll once more AFTER arming; sleep only if that finds nothing too.
-        check_rc(ibv_req_notify_cq(c.cq, 0), "ibv_req_notify_cq");
-        if (check_poll(ibv_poll_cq(c.cq, 1, &wc)) == 1)
-            return wc; // (the armed event fires later; the next sleep takes it and polls again)
-        // Sleep on two file descriptors: the completion channel, and the CM's (a sender that goes away
-        // sends a DREQ: DISCONNECTED). poll() bounds the sleep by -t; ibv_get_cq_event() alone would not.
-        pollfd fds[2] = {{c.channel->fd, POLLIN, 0}, {c.cm_channel->fd, POLLIN, 0}};
-        if (poll(fds, 2, deadline.left_ms()) <= 0)
-            throw timeout_error(c.timeout_s, what, "is the sender still running? its output says why it stopped");
-        if (fds[1].revents & POLLIN) {
-            rdma_cm_event *ev = nullptr;
-            check_rc(rdma_get_cm_event(c.cm_channel, &ev), "rdma_get_cm_event");
-            CmEventPtr event(ev);
-            if (event->event == RDMA_CM_EVENT_DISCONNECTED)
-                throw Error("the sender went away (RDMA_CM_EVENT_DISCONNECTED) while we waited for " + what,
-                            "the sender's output says why; a file not yet verified (step 5) is not kept");
-            if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST)
-                turn_away(std::move(event));
-        }
-        if (fds[0].revents & POLLIN) {
-            ibv_cq *ev_cq = nullptr;
-            void *ev_ctx = nullptr;
-            check_rc(ibv_get_cq_event(c.channel, &ev_cq, &ev_ctx), "ibv_get_cq_event"); // take the event...
-            ibv_ack_cq_events(ev_cq, 1); // ... and acknowledge it: ibv_destroy_cq() waits for every one
-        }
-    }
-    //! [event_loop]
-}
-
-/** The next thing the sender sent, in order (a message, a chunk, "done"); our SENDs' completions are
- *  checked on the way. */
-ibv_wc next_arrival(Connection &c, const std::string &what)
+/** The next thing the sender sent, in order (a message, a chunk); our SENDs' completions are checked
+ *  on the way. */
+ibv_wc next_arrival(Events &e, int &sends, const std::string &what)
 {
     for (;;) {
-        const ibv_wc wc = next_completion(c, what);
+        const ibv_wc wc = next_completion(e, what);
         if (wc.wr_id == send_wr_id) { // our SEND (a message or a credit) was acknowledged
             check_wc(wc, IBV_WC_SEND, "our SEND");
-            --c.sends;
+            --sends;
             continue;
         }
         if (wc.status != IBV_WC_SUCCESS) // (a receive's opcode is known only once it succeeded)
@@ -103,28 +45,43 @@ ibv_wc next_arrival(Connection &c, const std::string &what)
     }
 }
 
+/** The sender's next message (not a chunk, not a SEND with immediate), of @p type. */
+ControlMessage next_message(Events &e, int &sends, const ControlMessage *recv_buf, MessageType type, const std::string &what)
+{
+    const ibv_wc wc = next_arrival(e, sends, what);
+    if (wc.opcode != IBV_WC_RECV || (wc.wc_flags & IBV_WC_WITH_IMM))
+        throw Error("the sender sent " + std::string(wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "a WRITE with immediate"
+                                                                                          : "a SEND with immediate") +
+                        " while we waited for " + what, "the sender does not follow the protocol");
+    const ControlMessage m = read_message(*recv_buf, wc.byte_len, "the sender");
+    expect_type(m, type, "the sender", what);
+    return m;
+}
+
 void run(const Args &args, const ReceiverOptions &opt)
 {
+    check_receiver_options(opt); // -o given, the ring within max_ring_bytes
     step(1, "open the device, check a ring of %u x %u bytes against its limits, listen on port %u", opt.slots,
          opt.chunk, args.listen_port);
     Device dev = open_device(args.device, args.gid_index);
     ibv_device_attr attr{};
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
-    check_ring_fits(attr, dev.name, opt.slots, opt.chunk); // max_mr_size, max_qp_wr
+    check_ring_fits(attr, dev.name, opt.slots, opt.chunk); // max_mr_size, max_qp_wr, max_cqe
     const std::uint64_t ring_size = std::uint64_t{opt.slots} * opt.chunk;
     const std::map<std::string, std::string> keys = opt.keys_file.empty() ? decltype(keys){} : load_keys(opt.keys_file);
     CmConnection listener = cm_listen(args.listen_port); // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
     info("listening on port %u; waiting up to %d s for the sender", args.listen_port, args.timeout_s);
 
     step(2, "accept the sender: on its CONNECT_REQUEST, make the QP with rdma_create_qp() and export the ring");
+    // Declared in the order of creation, so that they go in reverse: the QP before the MRs it uses.
     CmIdPtr id;
     PdPtr pd;
     CompChannelPtr channel;
     CqPtr cq;
-    CmQp qp;
     Buffer ring(ring_size), messages(2 * sizeof(ControlMessage)); // messages: [0] receives, [1] sends
     auto *recv_buf = reinterpret_cast<ControlMessage *>(messages.data());
     MrPtr ring_mr, msg_mr;
+    CmQp qp;
     //! [accept]
     for (const Deadline deadline(args.timeout_s);;) {
         if (!cm_event_ready(listener.channel.get(), deadline.left_ms()))
@@ -144,112 +101,148 @@ void run(const Args &args, const ReceiverOptions &opt)
         check_cm_device(id.get(), dev);
         pd.reset(check(ibv_alloc_pd(id->verbs), "ibv_alloc_pd")); // on the CM's device context
         channel.reset(check(ibv_create_comp_channel(id->verbs), "ibv_create_comp_channel"));
-        const std::uint32_t depth = 2 * opt.slots + 4; // credits and messages in flight
-        cq.reset(check(ibv_create_cq(id->verbs, static_cast<int>(2 * depth), nullptr, channel.get(), 0), "ibv_create_cq"));
+        const std::uint32_t recv_depth = receiver_recv_depth(opt.slots), send_depth = receiver_send_depth(opt.slots);
+        cq.reset(check(ibv_create_cq(id->verbs, static_cast<int>(recv_depth + send_depth), nullptr, channel.get(), 0),
+                       "ibv_create_cq"));
+        // The ring: the sender WRITEs into it (remote write; local write, which remote write requires).
+        // Registered at I/O virtual address 0: the sender addresses slot s as 0 + s x chunk, and learns
+        // nothing of where the ring sits in our address space.
+        ring_mr.reset(check(ibv_reg_mr_iova(pd.get(), ring.data(), ring.size(), 0,
+                                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+                            "ibv_reg_mr_iova(ring)"));
+        msg_mr.reset(check(ibv_reg_mr(pd.get(), messages.data(), messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
         ibv_qp_init_attr init{};
         init.send_cq = cq.get();
         init.recv_cq = cq.get();
         init.qp_type = IBV_QPT_RC;
-        init.cap = {.max_send_wr = depth, .max_recv_wr = opt.slots + 2, .max_send_sge = 1, .max_recv_sge = 1,
+        init.cap = {.max_send_wr = send_depth, .max_recv_wr = recv_depth, .max_send_sge = 1, .max_recv_sge = 1,
                     .max_inline_data = 0};
         check_rc(rdma_create_qp(id.get(), pd.get(), &init), "rdma_create_qp");
         qp.reset(id.get());
-        // The ring: the sender WRITEs into it (remote write; local write, which remote write requires).
-        ring_mr.reset(check(ibv_reg_mr(pd.get(), ring.data(), ring.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
-                            "ibv_reg_mr(ring)"));
-        msg_mr.reset(check(ibv_reg_mr(pd.get(), messages.data(), messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-        // One receive per slot (each WRITE with immediate consumes one), one for a message, one spare.
-        post_receives(id->qp, opt.slots + 2, recv_buf, msg_mr->lkey);
+        post_receives(id->qp, recv_depth, recv_buf, msg_mr->lkey); // before the sender can SEND
         rdma_conn_param param = cm_conn_param(id->qp);
         check_rc(rdma_accept(id.get(), &param), "rdma_accept"); // librdmacm moves our QP to RTR and RTS
     }
     //! [accept]
     info("connected to %s", addr_to_string(rdma_get_peer_addr(id.get())).c_str());
-    Connection c{cq.get(), channel.get(), listener.channel.get(), args.timeout_s};
+    Events events{cq.get(), channel.get(), listener.channel.get(), args.timeout_s, Deadline(opt.deadline_s), "the sender"};
+    int sends = 0; // our SENDs not yet completed
     auto send = [&](const ControlMessage &m) {
         post_send(id->qp, recv_buf + 1, msg_mr->lkey, m);
-        ++c.sends;
+        ++sends;
+    };
+    auto deliver = [&] { // until our SENDs are acknowledged, or the sender, which has read them, disconnects
+        try {
+            while (sends > 0)
+                next_arrival(events, sends, "our last SEND to be delivered");
+        } catch (const Error &) {
+        }
     };
     auto refuse = [&](const Error &e) { // tell the sender why we stop, then stop with that reason
-        send(make_message(MessageType::refusal, std::string(e.what()) + "\n" + e.hint()));
-        try { // until it is delivered, or the sender, which has read it, disconnects (or -t runs out)
-            while (c.sends > 0)
-                next_arrival(c, "our refusal to be delivered");
-        } catch (const Error &) {
+        try {
+            send(make_message(MessageType::refusal, std::string(e.what()) + "\n" + e.hint()));
+            deliver();
+        } catch (const Error &) { // (a QP already broken: the sender learns it from its own side)
         }
         throw e;
     };
 
     step(3, "receive the offer, check the name and the destination, SEND the ring");
-    ibv_wc wc = next_arrival(c, "the sender's offer");
     ControlMessage offer{};
     std::string dest;
     std::optional<PartFile> file;
     try {
-        offer = read_message(*recv_buf, wc.byte_len, "the sender");
+        offer = next_message(events, sends, recv_buf, MessageType::offer, "the sender's offer");
         dest = destination(opt.out, offer.text); // -o DIR: the sender's name, checked
         file.emplace(dest, opt.force);
     } catch (const Error &e) {
         refuse(e);
     }
     post_receives(id->qp, 1, recv_buf, msg_mr->lkey);
-    info("offer: %s, %llu bytes, sha256 %s; writing %s", quote(offer.text).c_str(),
-         static_cast<unsigned long long>(offer.length), hex(offer.digest).c_str(), dest.c_str());
+    info("offer: %s, %llu bytes; writing %s", quote(offer.text).c_str(), static_cast<unsigned long long>(offer.length),
+         dest.c_str());
     ControlMessage ring_msg = make_message(MessageType::ring);
-    ring_msg.addr = reinterpret_cast<std::uintptr_t>(ring.data());
+    ring_msg.addr = 0; // the ring's I/O virtual address (ibv_reg_mr_iova above)
     ring_msg.rkey = ring_mr->rkey;
     ring_msg.chunk = opt.chunk;
     ring_msg.slots = opt.slots;
     send(ring_msg);
 
-    step(4, "for each chunk: write its slot to disk, hash it, SEND the slot back as a credit");
+    step(4, "for each chunk: copy its slot out of the sender's reach, SEND the credit, hash and write the copy");
     Progress progress(offer.length, "received");
     Sha256 sha;
+    std::vector<char> copy(std::min<std::uint64_t>(opt.chunk, std::max<std::uint64_t>(offer.length, 1)));
     std::uint64_t received = 0;
-    for (;;) {
-        //! [chunk_loop]
-        wc = next_arrival(c, "the next chunk");
-        const std::uint32_t imm = be32toh(wc.imm_data);
-        if (wc.opcode == IBV_WC_RECV && (wc.wc_flags & IBV_WC_WITH_IMM) && imm == done_imm)
-            break; // "done": on RC it comes after every WRITE the sender posted before it
-        if (wc.opcode == IBV_WC_RECV) // the sender stopped (its file changed): it says why
-            throw Error("the sender stopped: " + std::string(read_message(*recv_buf, wc.byte_len, "the sender").text), "");
-        const std::uint64_t expected = std::min<std::uint64_t>(opt.chunk, offer.length - received);
-        if (imm >= opt.slots || wc.byte_len != expected)
-            throw Error("a WRITE of " + std::to_string(wc.byte_len) + " bytes into slot " + std::to_string(imm) +
-                            "; expected " + std::to_string(expected) + " bytes into one of " + std::to_string(opt.slots),
-                        "the sender does not follow the protocol");
-        const char *slot = ring.data() + std::size_t{imm} * opt.chunk;
-        try {
-            file->write(slot, wc.byte_len); // disk full: the sender hears why
-        } catch (const Error &e) {
-            refuse(e);
+    ControlMessage done{};
+    try {
+        for (;;) {
+            //! [chunk_loop]
+            const ibv_wc wc = next_arrival(events, sends, "the next chunk");
+            if (wc.opcode == IBV_WC_RECV && !(wc.wc_flags & IBV_WC_WITH_IMM)) { // a message: "done", or why it stops
+                done = read_message(*recv_buf, wc.byte_len, "the sender");
+                expect_type(done, MessageType::done, "the sender", "the next chunk or \"done\"");
+                break; // on RC it comes after every WRITE the sender posted before it
+            }
+            const std::uint32_t slot = be32toh(wc.imm_data);
+            if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM)
+                throw Error("the sender sent a SEND with immediate " + hex(slot) + "; it sends chunks and messages only",
+                            "the sender does not follow the protocol");
+            const std::uint64_t expected = std::min<std::uint64_t>(opt.chunk, offer.length - received);
+            if (slot >= opt.slots || wc.byte_len != expected || expected == 0)
+                throw Error("a WRITE of " + std::to_string(wc.byte_len) + " bytes into slot " + std::to_string(slot) +
+                                " after " + std::to_string(received) + " of " + std::to_string(offer.length) +
+                                " bytes; expected " + std::to_string(expected) + " bytes into one of " +
+                                std::to_string(opt.slots) + " slots" + (expected == 0 ? " (no more chunks)" : ""),
+                            "the sender does not follow the protocol");
+            // The sender's rkey covers the whole ring until "done": it can WRITE this slot again at any
+            // time. So the slot is copied once, and only the copy is hashed and written: the bytes on
+            // disk are always the bytes in the digest.
+            std::memcpy(copy.data(), ring.data() + std::size_t{slot} * opt.chunk, wc.byte_len);
+            post_receives(id->qp, 1, recv_buf, msg_mr->lkey); // the next WRITE into this slot needs a receive
+            post_send(id->qp, nullptr, 0, {}, slot); // the credit, zero bytes: "slot is yours again"
+            ++sends;
+            sha.update(copy.data(), wc.byte_len); // hash and write while the sender refills the slot
+            file->write(copy.data(), wc.byte_len);
+            received += wc.byte_len;
+            //! [chunk_loop]
+            progress.update(received);
         }
-        sha.update(slot, wc.byte_len);
-        received += wc.byte_len;
-        post_receives(id->qp, 1, recv_buf, msg_mr->lkey); // the next WRITE into this slot needs a receive
-        post_send(id->qp, nullptr, 0, {}, imm); // the credit, zero bytes: "slot imm is yours again"
-        ++c.sends;
-        //! [chunk_loop]
-        progress.update(received);
-    }
+        ring_mr.reset(); // ibv_dereg_mr(): nothing of the ring is writable any more
+        if (done.length != offer.length || received != offer.length)
+            throw Error("\"done\" after " + std::to_string(received) + " bytes (it says " + std::to_string(done.length) +
+                            "); the offer said " + std::to_string(offer.length),
+                        "the sender does not follow the protocol, or its file changed");
+    } catch (const Error &e) {
+        refuse(e); // disk full, a lie, the sender's own refusal: the sender hears why (a refusal it sent
+    }              // comes back to it too, and changes nothing)
     progress.finish();
 
     step(5, "compare the digests; keep the file (fsync, rename) only if they match; SEND the verdict");
     ControlMessage verdict = make_message(MessageType::verdict);
     verdict.digest = sha.final();
-    verdict.flags = received == offer.length && verdict.digest == offer.digest ? 1 : 0;
-    if (verdict.flags == 1)
-        file->commit();
+    verdict.flags = verdict.digest == done.digest ? 1 : 0;
+    if (verdict.flags == 1) {
+        try {
+            file->commit();
+        } catch (const Error &e) {
+            refuse(e);
+        }
+    }
     send(verdict);
-    if (verdict.flags != 1)
-        throw Error("the data's SHA-256 is " + hex(verdict.digest) + ", the sender announced " + hex(offer.digest),
+    if (verdict.flags != 1) {
+        deliver(); // a NIC may not have sent it yet when we tear the QP down
+        throw Error("the data's SHA-256 is " + hex(verdict.digest) + ", the sender announced " + hex(done.digest),
                     "the data was damaged on the way, or the file changed while it was sent; nothing was kept");
+    }
     result("%s  %s", hex(verdict.digest).c_str(), dest.c_str()); // sha256sum's format
 
     step(6, "receive the sender's ID; SEND its key (step 7), or a receipt without --keys");
-    wc = next_arrival(c, "the sender's ID");
-    const std::string who = read_message(*recv_buf, wc.byte_len, "the sender").text;
+    std::string who;
+    try {
+        who = next_message(events, sends, recv_buf, MessageType::id, "the sender's ID").text;
+    } catch (const Error &e) {
+        refuse(e);
+    }
     const std::string receipt = "received " + std::to_string(received) + " bytes, sha256 " + hex(verdict.digest);
     send(answer_id(keys, who, receipt)); // a key, a receipt, or a refusal of an unknown ID
     const char *how = keys.empty() ? "a receipt" : keys.count(who) > 0 ? "its key" : "a refusal (unknown ID)";
@@ -258,10 +251,12 @@ void run(const Args &args, const ReceiverOptions &opt)
     step(7, "wait for the sender to disconnect");
     // The sender disconnects once it has our answer: its DREQ proves the last SEND arrived, whether or
     // not we have polled its completion yet (the QP then flushes whatever is left).
-    expect_cm_event(listener.channel.get(), RDMA_CM_EVENT_DISCONNECTED, args.timeout_s, "the sender to disconnect",
-                    "the sender");
+    deliver();
+    if (!events.peer_gone)
+        expect_cm_event(listener.channel.get(), RDMA_CM_EVENT_DISCONNECTED, args.timeout_s, "the sender to disconnect",
+                        "the sender");
     rdma_disconnect(id.get()); // answers the sender's DREQ
-} // the file (removed unless committed), the MRs, the QP (rdma_destroy_qp), cq, channel, pd, cm_ids go here
+} // the QP (rdma_destroy_qp), the MRs, the file (removed unless committed), cq, channel, pd, cm_ids go here
 
 } // namespace
 

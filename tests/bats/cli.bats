@@ -182,6 +182,16 @@ programs() {
     assert_equal "$stderr" 'rdma_file_receiver: --chunk: expected a number from 1 to 1073741824, got "2g"'
     run -2 --separate-stderr "$recv" -ld /tmp/x
     assert_equal "$stderr" 'rdma_file_receiver: unknown flag "-ld" (see --help)'
+    # -o has no default: a name from the network never lands in whatever directory the receiver started in
+    run -2 --separate-stderr "$recv" -lp 1
+    assert_equal "${stderr_lines[0]}" "rdma_file_receiver: -o is required: the directory (or file path) to store the received file in"
+    assert_equal "${stderr_lines[1]}" "hint: e.g. -o ~/incoming; a sender's name is used only inside a directory you chose"
+    run -2 --separate-stderr "$recv" -o "$BATS_TEST_TMPDIR" --slots 2048 --chunk 1048576
+    assert_equal "${stderr_lines[0]}" "rdma_file_receiver: --slots 2048 --chunk 1048576: a ring of more than 1073741824 bytes"
+    run -2 --separate-stderr "$recv" -o "$BATS_TEST_TMPDIR" --deadline 0
+    assert_equal "$stderr" 'rdma_file_receiver: --deadline: expected a number from 1 to 604800, got "0"'
+    run -2 --separate-stderr "$send" -sa 10.0.0.1 --deadline x /etc/hostname
+    assert_equal "$stderr" 'rdma_file_sender: --deadline: expected a number from 1 to 604800, got "x"'
 }
 
 @test "./lab bench: a bad command line is one line and exit status 2, before any VM boots" {

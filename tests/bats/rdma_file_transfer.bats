@@ -43,7 +43,7 @@ assert_copied() {
     cmp "$IN/$1" "$OUT/$1"
     assert_line "$(sha256sum "$IN/$1")"
     assert_peer_line "$(sha256sum "$OUT/$1")"
-    assert_line --partial "Receiver's digest matches: "
+    assert_line --partial "Receiver's digest matches ours: "
     assert_line --index -1 "Sample finished successfully"
     assert_peer_line --index -1 "Sample finished successfully"
     assert_equal "$(ls -A "$OUT")" "$1" # no temporary file left beside it
@@ -84,8 +84,8 @@ assert_copied() {
     random_file f 5000
     printf 'alice s3cret-a\n' >"$BATS_TEST_TMPDIR/keys"
     RUN_FLAGS=-1 transfer --keys "$BATS_TEST_TMPDIR/keys" -- --id mallory "$IN/f"
-    assert_line 'sender: step 7 failed: the receiver refused: unknown ID "mallory": no key'
-    assert_line "hint: ask the receiver's operator to add the ID to its --keys file; the file itself arrived intact"
+    assert_line 'sender: step 7 failed: the receiver refused: "unknown ID \"mallory\": no key"'
+    assert_line "hint: the receiver says: \"ask the receiver's operator to add the ID to its --keys file; the file itself arrived intact\""
     assert_equal "$peer_status" 0
     assert_peer_line 'Answered "mallory" with a refusal (unknown ID)'
     cmp "$IN/f" "$OUT/f"
@@ -102,27 +102,33 @@ assert_copied() {
 refused_name() {
     random_file f 100
     RUN_FLAGS=-1 transfer -- --name "$1" "$IN/f"
-    assert_line --partial "sender: step 4 failed: the receiver refused: the name "
+    assert_line --partial "sender: step 4 failed: the receiver refused: \"the name "
     assert_line --partial "$2"
-    assert_line "hint: send it with another --name"
+    assert_line 'hint: the receiver says: "send it with another --name"'
     assert_equal "$peer_status" 1
     assert_peer_line --partial "receiver: step 3 failed: the name "
     assert_equal "$(ls -A "$OUT")" ""
 }
 
-@test "rdma_file_transfer: a name with /, .., a control byte or over NAME_MAX is refused" {
-    refused_name "../escape" "contains /"
-    PORT=$((PORT + 1)) refused_name ".." "is empty, . or .."
-    PORT=$((PORT + 2)) refused_name $'bell\x07' "contains a control byte"
-    PORT=$((PORT + 3)) refused_name "$(printf 'n%.0s' {1..300})" "is 300 bytes, longer than NAME_MAX (255)"
+@test "rdma_file_transfer: a name with /, a leading . or -, a control byte, or too long for its temporary name is refused" {
+    refused_name "a/../escape" "contains /"
+    PORT=$((PORT + 1)) refused_name ".." "starts with . (hidden files and names that read as flags are refused)"
+    PORT=$((PORT + 2)) refused_name ".profile" "starts with . (hidden files"
+    PORT=$((PORT + 3)) refused_name "-rf" "starts with - (hidden files"
+    PORT=$((PORT + 4)) refused_name $'bell\x07' "contains a control byte"
+    # 238 bytes is the longest: ".NAME.1234567890.part", the temporary name, must fit NAME_MAX (255) too
+    PORT=$((PORT + 5)) refused_name "$(printf 'n%.0s' {1..239})" "is 239 bytes; at most 238 fit (NAME_MAX 255, less 17 for the temporary name)"
+    random_file "$(printf 'n%.0s' {1..238})" 100
+    PORT=$((PORT + 6)) transfer -- "$IN/$(printf 'n%.0s' {1..238})"
+    assert_copied "$(printf 'n%.0s' {1..238})"
 }
 
 @test "rdma_file_transfer: an existing destination is refused without --force and replaced with it" {
     random_file f 2000
     echo old >"$OUT/f"
     RUN_FLAGS=-1 transfer -- "$IN/f"
-    assert_line --partial "the receiver refused: \"$OUT/f\" exists"
-    assert_line "hint: pass --force to replace it, or choose another -o"
+    assert_line --partial "the receiver refused: \"\\\"$OUT/f\\\" exists\""
+    assert_line 'hint: the receiver says: "pass --force to replace it, or choose another -o"'
     assert_equal "$peer_status" 1
     assert_equal "$(cat "$OUT/f")" old
     PORT=$((PORT + 1)) transfer --force -- "$IN/f"
@@ -132,8 +138,8 @@ refused_name() {
 @test "rdma_file_transfer: a destination directory that cannot be written is refused" {
     random_file f 100
     RUN_FLAGS=-1 transfer -o "$OUT/missing/f" -- "$IN/f"
-    assert_line --partial "the receiver refused: creating a file in \"$OUT/missing\": No such file or directory"
-    assert_line "hint: the receiver needs a directory it may write to; check -o and its permissions"
+    assert_line --partial "the receiver refused: \"creating a file in \\\"$OUT/missing\\\": No such file or directory"
+    assert_line 'hint: the receiver says: "the receiver needs a directory it may write to; check -o and its permissions"'
     assert_equal "$peer_status" 1
 }
 
@@ -142,12 +148,14 @@ refused_name() {
     mount -t tmpfs -o size=64k tmpfs "$OUT/small" 2>/dev/null || skip "mounting a small tmpfs needs root (the VM runs as root)"
     random_file f $((256 << 10))
     RUN_FLAGS=-1 transfer -o "$OUT/small" -- "$IN/f"
+    local left
+    left=$(ls -A "$OUT/small")
+    umount "$OUT/small" # before any assertion: a failed one must not leave the mount behind
     assert_line --partial "No space left on device (errno 28)"
-    assert_line --partial "sender: step 5 failed: the receiver refused: write("
-    assert_line --partial "hint: free space on the receiver's disk"
+    assert_line --partial "sender: step 5 failed: the receiver refused: \"write("
+    assert_line --partial "hint: the receiver says: \"free space on the receiver's disk"
     assert_equal "$peer_status" 1
-    assert_equal "$(ls -A "$OUT/small")" ""
-    umount "$OUT/small"
+    assert_equal "$left" ""
 }
 
 @test "rdma_file_transfer: the source is missing, a directory or a FIFO" {
@@ -160,7 +168,7 @@ refused_name() {
     mkfifo "$IN/fifo"
     run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/fifo"
     assert_line "sender: step 1 failed: \"$IN/fifo\" is not a regular file (a FIFO, socket or device)"
-    assert_line "hint: the length and digest go out before the data (step 2): copy it into a regular file first"
+    assert_line "hint: the length goes out before the data (step 3): copy it into a regular file first"
 }
 
 @test "rdma_file_transfer: an unreadable source is refused" {
@@ -193,11 +201,11 @@ refused_name() {
 
 @test "rdma_file_transfer: a sender that speaks another protocol version is refused" {
     random_file f 100
-    RDMA_SAMPLES_TEST_FILE_FAULT=version=2 RUN_FLAGS=-1 transfer -- "$IN/f"
-    assert_line "sender: step 4 failed: the receiver refused: the sender speaks protocol version 2; this program speaks version 1"
-    assert_line "hint: run the same release of rdma_file_sender and rdma_file_receiver on both sides"
+    RDMA_SAMPLES_TEST_FILE_FAULT=version=1 RUN_FLAGS=-1 transfer -- "$IN/f"
+    assert_line 'sender: step 4 failed: the receiver refused: "the sender speaks protocol version 1; this program speaks version 2"'
+    assert_line 'hint: the receiver says: "run the same release of rdma_file_sender and rdma_file_receiver on both sides"'
     assert_equal "$peer_status" 1
-    assert_peer_line "receiver: step 3 failed: the sender speaks protocol version 2; this program speaks version 1"
+    assert_peer_line "receiver: step 3 failed: the sender speaks protocol version 1; this program speaks version 2"
 }
 
 @test "rdma_file_transfer: a file that changes while it is sent is reported as such" {
@@ -208,10 +216,10 @@ refused_name() {
         printf 'changed' | dd of="$IN/f" bs=1 seek=$((8 * CHUNK - 10)) conv=notrunc 2>/dev/null
     ) 3>&- &
     RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 RUN_FLAGS=-1 transfer -- "$IN/f"
-    assert_line "sender: step 5 failed: \"$IN/f\" changed while it was being sent (its size or digest differs from step 1)"
+    assert_line "sender: step 5 failed: \"$IN/f\" changed while it was being sent (its size or modification time differs from step 1)"
     assert_line "hint: send a file nobody is writing to (a copy or a snapshot)"
     assert_equal "$peer_status" 1
-    assert_peer_line "receiver: step 4 failed: the sender stopped: the file changed while it was being sent"
+    assert_peer_line --partial "receiver: step 4 failed: the sender refused: \"\\\"$IN/f\\\" changed while it was being sent"
     assert_equal "$(ls -A "$OUT")" ""
 }
 
@@ -268,10 +276,14 @@ killed_midway() {
     assert_equal "$(ls -A "$OUT")" "" # the receiver's file had no name yet (O_TMPFILE)
 }
 
-@test "rdma_file_transfer: a ring beyond the device's max_qp_wr is refused with a hint" {
+@test "rdma_file_transfer: a ring beyond the device's max_qp_wr or max_cqe is refused with a hint" {
     # (Soft-RoCE allows 2^20 work requests per queue; NICs allow fewer)
-    run -2 --separate-stderr "$RECEIVER" -lp "$PORT" -t 5 --slots 16777216 --chunk 1
-    assert_regex "$stderr" "rdma_file_receiver: --slots 16777216: a receive per slot and 2 more exceed [a-z0-9_]+'s max_qp_wr = [0-9]+"
+    run -2 --separate-stderr "$RECEIVER" -lp "$PORT" -t 5 -o "$OUT" --slots 16777216 --chunk 1
+    assert_regex "$stderr" "rdma_file_receiver: --slots 16777216: a credit per slot and 4 messages in the send queue exceed [a-z0-9_]+'s max_qp_wr = [0-9]+"
+    assert_regex "$stderr" "hint: use --slots [0-9]+ or fewer \(see ibv_devinfo -v\)"
+    # the send queue fits, but the one CQ for both queues does not (rxe: max_cqe 2^18 - 1)
+    run -2 --separate-stderr "$RECEIVER" -lp "$PORT" -t 5 -o "$OUT" --slots 200000 --chunk 1
+    assert_regex "$stderr" "rdma_file_receiver: --slots 200000: 400006 completions \(receives and sends\) exceed [a-z0-9_]+'s max_cqe = [0-9]+"
     assert_regex "$stderr" "hint: use --slots [0-9]+ or fewer \(see ibv_devinfo -v\)"
 }
 

@@ -381,7 +381,7 @@ ft_files() {
         digest_a=$(sed -n "s|^host A: \([0-9a-f]\{64\}\)  /tmp/in/$name\$|\1|p" <<<"$peer_output")
         assert_equal "$digest_a" "$digest_b"
         assert_equal "$digest_b" "$(sha256sum <"$SHARE/src/$name" | cut -d' ' -f1)"
-        assert_line "Receiver's digest matches: $digest_b"
+        assert_line "Receiver's digest matches ours: $digest_b"
         assert_peer_line "host A: cmp $name: identical"
     done <"$SHARE/files"
     assert_equal "$(grep -c '^Sample finished successfully$' <<<"$output")" 7
@@ -416,7 +416,7 @@ ft_files() {
     for n in 1 2; do
         cmp random.bin "$TRACE/$n/share/copy"
         assert_equal "$(sha256sum <"$TRACE/$n/share/copy" | cut -d' ' -f1)" "$digest"
-        said "$n" requester "Receiver's digest matches: $digest"
+        said "$n" requester "Receiver's digest matches ours: $digest"
         said "$n" responder "$digest  $TRACE/$n/share/copy"
         echo "# $(head -n 3 "$TRACE/$n/names" | tail -n 1): $(grep '^sent ' "$TRACE/$n/requester.out")" >&3
     done
