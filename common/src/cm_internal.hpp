@@ -19,7 +19,8 @@ namespace rdma_samples {
 
 /**
  * @brief The REJECT reason the server's CM gives when nobody listens on the port: IBTA CM reason 8,
- * "Invalid Service ID" (IB_CM_REJ_INVALID_SERVICE_ID in the kernel; rdma_reject_msg(3) names it).
+ * "Invalid Service ID" (IB_CM_REJ_INVALID_SERVICE_ID in the kernel's ib_cm.h); librdmacm hands it over
+ * in the REJECTED event's status field (rdma_get_cm_event(3)).
  */
 inline constexpr int rej_invalid_service_id = 8;
 
