@@ -2,9 +2,10 @@
  * @file receiver.cpp
  * @brief UD RECEIVE, receiver side: post receives, then take numbered datagrams from whoever sends.
  *
- * A UD receive buffer starts with 40 bytes the device fills with the packet's network header (the
- * GRH on InfiniBand; on RoCE v2 the IP header), whether or not the sender meant to send one: the
- * payload starts at byte 40, and wc.byte_len counts those 40 bytes. The completion names the sending
+ * A UD receive buffer starts with 40 bytes for the packet's network header: on RoCE the device always
+ * fills them (on RoCE v2 with the IP header), on InfiniBand only when the packet carried a GRH
+ * (IBV_WC_GRH says which; else they are undefined). The payload starts at byte 40, and wc.byte_len
+ * counts those 40 bytes. The completion names the sending
  * QP (wc.src_qp); the header names its GID. Nothing is acknowledged or retried: a datagram with a
  * wrong Q_Key, one above the MTU, or one that finds no receive posted is dropped without a word, so
  * the datagrams are numbered and this side reports which never came.
