@@ -6,7 +6,8 @@
     bench_copy.py --start CSV
                           start CSV (results.csv) with its header
     bench_copy.py --add CSV STAGE RUN BYTES LOG [RECEIVER_LOG]
-                          add the line of one run: STAGE write_bw (LOG: ib_write_bw's output), sha256,
+                          add the line of one run: STAGE write_bw (LOG: ib_write_bw's output), transfer
+                          (LOG: rdma_bench's output), sha256,
                           disk, copy or memory (LOG.time: "elapsed_s max_rss_kB" from /usr/bin/time;
                           copy and memory also need the sender's lines in LOG: its "sent N bytes in S s"
                           is the copy's time, like perftest's, and the receiver's LOG.time); LOG.cpu:
@@ -32,8 +33,10 @@ from report import result_row, setup_text, svg_chart  # noqa: E402  (perftest's 
 CSV_HEADER = "stage,run,bytes,seconds,MiBps,sender_rss_kB,receiver_rss_kB,cpu_s,cpus"
 # The copy's work in stages: the sender hashes each chunk as it reads it, the device moves it, the
 # receiver hashes and writes its copy (protocol version 2: one SHA-256 pass on each side).
-COPY_WORK = {"sha256": 2, "write_bw": 1, "disk": 1}
-STAGES = ["write_bw", "sha256", "disk", "copy"]
+# The transfer is rdma_bench's, which moves the chunks as the copy does (WRITE with immediate, events);
+# perftest's write_bw, which busy-polls, stands in only for results that lack it.
+COPY_WORK = {"sha256": 2, "transfer": 1, "disk": 1}
+STAGES = ["write_bw", "transfer", "sha256", "disk", "copy"]
 MiB = 1 << 20
 
 
@@ -68,11 +71,14 @@ def csv_line(stage, run, size, log, receiver_log=None):
     """The results.csv line of one run, or None when its logs hold no result."""
     size = int(size)
     sender_rss = receiver_rss = ""
-    if stage == "write_bw":
-        row = result_row(read(log))  # perftest: #bytes #iterations BW_peak BW_average MsgRate
-        if row is None or len(row) < 4:
+    if stage in ("write_bw", "transfer"):
+        # perftest: #bytes #iterations BW_peak BW_average MsgRate; rdma_bench: bytes iterations MB/s ...
+        # (both count MB as 2^20 bytes)
+        row = result_row(read(log))
+        column = 3 if stage == "write_bw" else 2
+        if row is None or len(row) <= column:
             return None
-        mibps = float(row[3])  # perftest's MB/sec is 2^20 bytes per second
+        mibps = float(row[column])
         seconds = size / MiB / mibps if mibps > 0 else 0.0
     else:
         seconds, rss = elapsed_rss(log)
@@ -121,6 +127,14 @@ def stage_stats(rows):
     return out
 
 
+def copy_work(stats):
+    """The stages of the copy's work and how often each runs: COPY_WORK, with perftest's write_bw for
+    the transfer when the results have no rdma_bench transfer."""
+    if "transfer" in stats:
+        return dict(COPY_WORK)
+    return {"sha256": 2, "write_bw": 1, "disk": 1}
+
+
 def cpu_per_mib(rows):
     """stage -> (min, median, max) CPU seconds per MiB, the machine's busy time over the bytes; and the
     machine's CPU count (None when the runs recorded no CPU time)."""
@@ -146,25 +160,26 @@ def table(rows):
         for stage, (lo, med, hi) in per_mib.items():
             lines.append(f"{stage:<10}{lo:>15.3f}{med:>10.3f}{hi:>10.3f}")
         lines.append("")
-    alone = {s: v for s, v in stats.items() if s != "copy"}
+    work_stages = copy_work(stats)
+    alone = {s: v for s, v in stats.items() if s in work_stages}
     if "copy" in stats and alone:
         slowest = min(alone, key=lambda s: alone[s][1])
         roofline = alone[slowest][1]
-        if cpus and all(s in per_mib for s in COPY_WORK):
-            work = sum(n * per_mib[s][1] for s, n in COPY_WORK.items())
+        if cpus and all(s in per_mib for s in work_stages):
+            work = sum(n * per_mib[s][1] for s, n in work_stages.items())
             bound = cpus / work
-            lines.append(f"CPU bound: {cpus} CPUs / (2 x sha256 + write_bw + disk = {work:.3f} CPU s/MiB) "
-                         f"= {bound:.1f} MiB/s")
+            terms = " + ".join((f"{n} x " if n > 1 else "") + s for s, n in work_stages.items())
+            lines.append(f"CPU bound: {cpus} CPUs / ({terms} = {work:.3f} CPU s/MiB) = {bound:.1f} MiB/s")
             roofline = min(roofline, bound)
             lines.append(f"copy / roofline: {stats['copy'][1] / roofline:.2f} (medians; roofline "
                          f"{roofline:.1f} MiB/s, the lower of the CPU bound and the slowest stage; target 0.80)")
         ratio = stats["copy"][1] / alone[slowest][1]
         lines.append(f"copy / slowest stage ({slowest}): {ratio:.2f} (medians; target 0.50)")
-    if all(s in stats for s in STAGES):
+    if "copy" in stats and all(s in stats for s in work_stages):
         # The copy's work, one stage after the other.
-        series = sum(n / stats[s][1] for s, n in COPY_WORK.items())
-        lines.append(f"copy / stages in series (2 x sha256 + write_bw + disk = {1 / series:.1f} MiB/s): "
-                     f"{stats['copy'][1] * series:.2f}")
+        series = sum(n / stats[s][1] for s, n in work_stages.items())
+        terms = " + ".join((f"{n} x " if n > 1 else "") + s for s, n in work_stages.items())
+        lines.append(f"copy / stages in series ({terms} = {1 / series:.1f} MiB/s): {stats['copy'][1] * series:.2f}")
     memory = [r for r in rows if r["stage"] == "memory"]
     if memory:
         lines += ["", f"{'file':<10}{'sender max RSS':>16}{'receiver max RSS':>18}"]

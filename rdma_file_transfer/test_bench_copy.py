@@ -15,6 +15,10 @@ PERFTEST = """ #bytes     #iterations    BW peak[MB/sec]    BW average[MB/sec]  
  1048576    256              88.17              24.17  \t\t   0.000024
 ---------------------------------------------------------------------------------------
 """
+# rdma_bench's bandwidth table (its layout: bytes iterations MB/s Gb/s Mmsg/s user_us/op sys_us/op)
+RDMA_BENCH = """     bytes  iterations        MB/s        Gb/s      Mmsg/s  user_us/op   sys_us/op
+   1048576         256       31.25       0.262    0.000031       12.50      310.00
+"""
 SENDER_OK = ("sent 268435456 bytes in 20.48 s, 13.1 MB/s\nstep 8: disconnect (RDMA CM)\n"
              "Sample finished successfully\n")
 SENDER_FAILED = "sender: step 6 failed: ...\nSample finished with errors\n"
@@ -40,6 +44,10 @@ class Logs(unittest.TestCase):
     def test_write_bw_is_perftests_average(self):
         line = bench_copy.csv_line("write_bw", "2", MiB256, self.log("w", PERFTEST))
         self.assertEqual(line, f"write_bw,2,{MiB256},10.592,24.17,,,,")
+
+    def test_transfer_is_rdma_benchs_mb_per_s(self):
+        line = bench_copy.csv_line("transfer", "1", MiB256, self.log("t", RDMA_BENCH))
+        self.assertEqual(line, f"transfer,1,{MiB256},8.192,31.25,,,,")
 
     def test_a_stage_is_the_file_over_its_elapsed_time(self):
         line = bench_copy.csv_line("sha256", "1", MiB256, self.log("s", "SHA2-256(f)= 00\n", "5.12 5900\n"))
@@ -78,12 +86,23 @@ class Table(unittest.TestCase):
         lines, stats, memory = bench_copy.table(self.rows())
         self.assertEqual(stats["write_bw"], (20.0, 22.0, 30.0, 3))
         self.assertIn("copy / slowest stage (write_bw): 0.50 (medians; target 0.50)", lines)
+        # (these results have no rdma_bench transfer: perftest's write_bw stands in)
         self.assertIn("CPU bound: 2 CPUs / (2 x sha256 + write_bw + disk = 0.094 CPU s/MiB) = 21.3 MiB/s", lines)
         self.assertIn("copy / roofline: 0.52 (medians; roofline 21.3 MiB/s, the lower of the CPU bound and the "
                       "slowest stage; target 0.80)", lines)
         self.assertIn("64 MiB            14.2 MiB          11.9 MiB", lines)
         self.assertIn("1 GiB             14.1 MiB          11.9 MiB", lines)
         self.assertEqual(len(memory), 2)
+
+    def test_the_roofline_takes_rdma_benchs_transfer_when_there_is_one(self):
+        rows = self.rows()
+        rows.append({"stage": "transfer", "bytes": MiB256, "MiBps": "40", "sender_rss_kB": "", "receiver_rss_kB": "",
+                     "cpu_s": "7.68", "cpus": "2"})  # 0.03 CPU s/MiB: the work 0.074, 2 CPUs: 27.0 MiB/s
+        lines, _, _ = bench_copy.table(rows)
+        self.assertIn("CPU bound: 2 CPUs / (2 x sha256 + transfer + disk = 0.074 CPU s/MiB) = 27.0 MiB/s", lines)
+        self.assertIn("copy / roofline: 0.41 (medians; roofline 27.0 MiB/s, the lower of the CPU bound and the "
+                      "slowest stage; target 0.80)", lines)
+        self.assertIn("copy / slowest stage (transfer): 0.28 (medians; target 0.50)", lines)
 
     def test_the_plots_are_written(self):
         with tempfile.TemporaryDirectory() as d:
