@@ -48,12 +48,15 @@ struct Connection {
     std::uint32_t recv_lkey;
     std::vector<Slot> slots;               ///< the slots in use
     std::optional<ControlMessage> message; ///< a message not yet read
+    bool reply_due = false;                ///< we sent what the receiver must answer (offer, done, ID)
     int sends = 0;                         ///< our SENDs not yet completed
 };
 
 /** Take completions until @p ready() holds; each completion's wr_id says what it is. Every credit and
- *  message is checked as it arrives: a credit for a slot we did not write is a lie, so is a second message
- *  before we read the first. */
+ *  message is checked as it arrives: a credit for a slot we did not write is a lie, so is a message the
+ *  receiver does not owe us (the protocol has one message in flight at a time, each the answer to ours).
+ *  Every receive points into the one message buffer: an honest receiver never has two messages in flight,
+ *  and a second one is caught here, at its own completion. */
 template <typename Ready> void wait_until(Connection &c, const std::string &what, Ready ready)
 {
     while (!ready()) {
@@ -77,12 +80,14 @@ template <typename Ready> void wait_until(Connection &c, const std::string &what
                             "the receiver does not follow the protocol");
             c.slots[slot].credited = true;
         } else {
-            if (c.message)
-                throw Error("the receiver sent a second message before we read its " + type_name(c.message->type),
-                            "the receiver does not follow the protocol");
-            c.message = read_message(*c.recv_buf, wc.byte_len, "the receiver");
-            if (c.message->type == static_cast<std::uint16_t>(MessageType::refusal))
-                expect_type(*c.message, MessageType::refusal, "the receiver", what); // throws its reason
+            const ControlMessage m = read_message(*c.recv_buf, wc.byte_len, "the receiver");
+            if (m.type == static_cast<std::uint16_t>(MessageType::refusal))
+                expect_type(m, MessageType::refusal, "the receiver", what); // throws its reason
+            if (!c.reply_due || c.message)
+                throw Error("the receiver sent a " + type_name(m.type) + " message while we waited for " + what +
+                                "; it owed us no message then", "the receiver does not follow the protocol");
+            c.message = m;
+            c.reply_due = false;
         }
         post_receives(c.qp, 1, c.recv_buf, c.recv_lkey); // give the receive back at once
     }
@@ -199,6 +204,7 @@ void run(const Args &args, const SenderOptions &opt)
     ControlMessage offer = make_message(MessageType::offer, opt.name);
     offer.version = htole16(test_fault().version); // (the test hook may announce another version)
     offer.length = src.size;
+    c.reply_due = true; // the ring, or a refusal
     send(offer);
 
     step(4, "receive the ring (addr, rkey, chunk, slots), check it, and register our own chunk buffers");
@@ -260,6 +266,7 @@ void run(const Args &args, const SenderOptions &opt)
     ControlMessage done = make_message(MessageType::done);
     done.length = offset;
     done.digest = digest;
+    c.reply_due = true; // the verdict
     send(done); // on RC it arrives after every WRITE before it
     progress.finish();
     result("%s  %s", hex(digest).c_str(), opt.file.c_str()); // sha256sum's format
@@ -281,6 +288,7 @@ void run(const Args &args, const SenderOptions &opt)
     result("Receiver's digest matches ours: %s", hex(verdict.digest).c_str());
 
     step(7, "SEND our ID %s and receive the key", quote(opt.id).c_str());
+    c.reply_due = true; // the key, a receipt or a refusal
     send(make_message(MessageType::id, opt.id));
     wait_until(c, "the key", [&] { return c.message.has_value(); });
     const bool is_key = c.message->type == static_cast<std::uint16_t>(MessageType::key);
