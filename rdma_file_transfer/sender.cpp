@@ -86,6 +86,13 @@ template <typename Ready> void wait_until(Connection &c, const std::string &what
             if (!c.reply_due || c.message)
                 throw Error("the receiver sent a " + type_name(m.type) + " message while we waited for " + what +
                                 "; it owed us no message then", "the receiver does not follow the protocol");
+            // An honest receiver credits every chunk before it answers "done", and on RC our receives
+            // complete in the order it sent: a message that comes while it holds a slot came too early.
+            for (std::size_t slot = 0; slot < c.slots.size(); ++slot)
+                if (!c.slots[slot].credited)
+                    throw Error("the receiver sent a " + type_name(m.type) + " message while it still held slot " +
+                                    std::to_string(slot) + ": it answered before it had all the data",
+                                "the receiver does not follow the protocol");
             c.message = m;
             c.reply_due = false;
         }
