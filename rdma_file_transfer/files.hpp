@@ -234,9 +234,12 @@ public:
         if (!committed_ && !tmp_.empty())
             unlink(tmp_.c_str());
     }
-    /** @brief Append @p n bytes, all of them, or throw (ENOSPC: the disk is full). */
+    /** @brief Append @p n bytes, all of them, or throw (ENOSPC: the disk is full). Writeback starts
+     *  every flush_window bytes and waits for the window before, so that commit()'s fsync() has at most
+     *  two windows to write, however large the file: the sender waits for the verdict only -t. */
     void write(const char *p, std::size_t n)
     {
+        written_ += n;
         while (n > 0) {
             const ssize_t w = ::write(fd_, p, n);
             if (w < 0 && errno == EINTR)
@@ -248,6 +251,18 @@ public:
                                              : "check the receiver's disk");
             p += w;
             n -= static_cast<std::size_t>(w);
+        }
+        if (written_ - started_ >= flush_window) {
+            // (a file system without it, such as 9p or tmpfs, just returns; EINVAL or ENOSYS are fine too)
+            // (a length of 0 would mean "to the end of the file": the first window has nothing before it)
+            if (started_ > waited_ &&
+                sync_file_range(fd_, static_cast<off_t>(waited_), static_cast<off_t>(started_ - waited_),
+                                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0 &&
+                errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
+                rdma_samples::fail_errno("sync_file_range(" + rdma_samples::quote(dest_) + ")", errno, "check the receiver's disk");
+            sync_file_range(fd_, static_cast<off_t>(started_), static_cast<off_t>(written_ - started_), SYNC_FILE_RANGE_WRITE);
+            waited_ = started_;
+            started_ = written_;
         }
     }
     /** @brief The data is good: make it durable (fsync), then give it its name (rename, or link the
@@ -283,10 +298,14 @@ private:
         const std::string base = slash == std::string::npos ? dest_ : dest_.substr(slash + 1);
         return dir_ + "/." + base + "." + std::to_string(std::random_device{}()) + ".part";
     }
+    static constexpr std::uint64_t flush_window = 8 << 20; ///< bytes between two starts of writeback
     std::string dest_, dir_, tmp_;
     bool force_;
     int fd_ = -1;
     bool committed_ = false;
+    std::uint64_t written_ = 0; ///< bytes appended
+    std::uint64_t started_ = 0; ///< writeback started for [0, started_)
+    std::uint64_t waited_ = 0;  ///< written to disk: [0, waited_)
 };
 
 /** @brief The receiver's --keys file: one "ID KEY" per line; blank lines and # comments skipped.
