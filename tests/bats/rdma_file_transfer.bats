@@ -44,6 +44,7 @@ assert_copied() {
     assert_line "$(sha256sum "$IN/$1")"
     assert_peer_line "$(sha256sum "$OUT/$1")"
     assert_line --partial "Receiver's digest matches ours: "
+    assert_line --regexp '^ +ring: addr 0x0, rkey 0x[0-9a-f]+, ' # registered at I/O virtual address 0
     assert_line --index -1 "Sample finished successfully"
     assert_peer_line --index -1 "Sample finished successfully"
     assert_equal "$(ls -A "$OUT")" "$1" # no temporary file left beside it
