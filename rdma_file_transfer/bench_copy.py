@@ -165,8 +165,8 @@ def table(rows):
     if "copy" in stats and alone:
         slowest = min(alone, key=lambda s: alone[s][1])
         roofline = alone[slowest][1]
-        if cpus and all(s in per_mib for s in work_stages):
-            work = sum(n * per_mib[s][1] for s, n in work_stages.items())
+        work = sum(n * per_mib[s][1] for s, n in work_stages.items()) if all(s in per_mib for s in work_stages) else 0
+        if cpus and work > 0:  # (a run too short for the clock's ticks measures no CPU time)
             bound = cpus / work
             terms = " + ".join((f"{n} x " if n > 1 else "") + s for s, n in work_stages.items())
             lines.append(f"CPU bound: {cpus} CPUs / ({terms} = {work:.3f} CPU s/MiB) = {bound:.1f} MiB/s")

@@ -7,7 +7,7 @@ load test_helper/common
 
 BENCH=$RDMA_SAMPLES_SOURCE/rdma_file_transfer/bench-copy
 
-@test "bench-copy: a tiny file, two rounds: every stage's row, the ratio, the memory table, the plots" {
+@test "bench-copy: a tiny file, two rounds: every stage's row and CPU cost, the roofline, the memory table, the plots" {
     require_rdma_device
     require_cm_addr
     local out=$BATS_TEST_TMPDIR/bench
@@ -15,15 +15,21 @@ BENCH=$RDMA_SAMPLES_SOURCE/rdma_file_transfer/bench-copy
         --slots 2 --memory 64K,128K --out "$out"
     assert_success
     assert_line --regexp '^stage +MiB/s min +median +max +runs$'
-    for stage in write_bw sha256 disk copy; do
+    for stage in write_bw transfer sha256 disk copy; do
         assert_line --regexp "^$stage +[0-9]+\.[0-9] +[0-9]+\.[0-9] +[0-9]+\.[0-9] +2$"
     done
-    assert_line --regexp '^copy / slowest stage \((write_bw|sha256|disk)\): [0-9]+\.[0-9]{2} \(medians; target 0\.80\)$'
-    assert_line --regexp '^copy / stages in series \(3 x sha256 \+ write_bw \+ disk = [0-9.]+ MiB/s\): [0-9]+\.[0-9]{2}$'
+    assert_line --regexp '^stage +CPU s/MiB min +median +max$'
+    for stage in write_bw transfer sha256 disk copy; do
+        assert_line --regexp "^$stage +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3} +[0-9]+\.[0-9]{3}$"
+    done
+    assert_line --regexp '^CPU bound: [0-9]+ CPUs / \(2 x sha256 \+ transfer \+ disk = [0-9.]+ CPU s/MiB\) = [0-9.]+ MiB/s$'
+    assert_line --regexp '^copy / roofline: [0-9]+\.[0-9]{2} \(medians; roofline [0-9.]+ MiB/s, the lower of the CPU bound and the slowest stage; target 0\.80\)$'
+    assert_line --regexp '^copy / slowest stage \((transfer|sha256|disk)\): [0-9]+\.[0-9]{2} \(medians; target 0\.50\)$'
+    assert_line --regexp '^copy / stages in series \(2 x sha256 \+ transfer \+ disk = [0-9.]+ MiB/s\): [0-9]+\.[0-9]{2}$'
     assert_line --regexp '^file +sender max RSS +receiver max RSS$'
     assert_line --regexp '^64 KiB +[0-9.]+ MiB +[0-9.]+ MiB$'
     assert_line --regexp '^128 KiB +[0-9.]+ MiB +[0-9.]+ MiB$'
-    assert_equal "$(wc -l <"$out/results.csv")" 11 # the header, 4 stages x 2 rounds, 2 memory runs
+    assert_equal "$(wc -l <"$out/results.csv")" 13 # the header, 5 stages x 2 rounds, 2 memory runs
     [ -s "$out/stages.svg" ] && [ -s "$out/memory.svg" ] && [ -s "$out/table.txt" ]
 }
 
