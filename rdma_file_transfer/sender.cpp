@@ -83,7 +83,7 @@ template <typename Ready> void wait_until(Connection &c, const std::string &what
             const ControlMessage m = read_message(*c.recv_buf, wc.byte_len, "the receiver");
             if (m.type == static_cast<std::uint16_t>(MessageType::refusal))
                 expect_type(m, MessageType::refusal, "the receiver", what); // throws its reason
-            if (!c.reply_due || c.message)
+            if (!c.reply_due) // (cleared by the answer, so a second message finds it false)
                 throw Error("the receiver sent a " + type_name(m.type) + " message while we waited for " + what +
                                 "; it owed us no message then", "the receiver does not follow the protocol");
             // An honest receiver credits every chunk before it answers "done", and on RC our receives
@@ -110,7 +110,8 @@ ControlMessage expect_message(Connection &c, MessageType type, const std::string
     return m;
 }
 
-/** Why the receiver's @p ring cannot be used for a file of @p size bytes, or "" when it can. */
+/** Why the receiver's @p ring cannot be used (an empty slot, more than we accept, an address range
+ *  that wraps), or "" when it can. */
 std::string bad_ring(const ControlMessage &ring)
 {
     if (ring.slots == 0 || ring.chunk == 0)
