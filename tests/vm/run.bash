@@ -54,7 +54,7 @@ keep_paths() {
 same_output() { [[ /proc/self/fd/1 -ef /proc/self/fd/2 ]]; }
 
 cmd_run() {
-    local timeout_s=600 name=rdma-vm net="" ip="" shares=() d
+    local timeout_s=600 name=rdma-vm net="" ip="" shares=() d control=""
     while [ $# -gt 0 ]; do
         case "$1" in
         --timeout)
@@ -76,6 +76,12 @@ cmd_run() {
         --ip)
             if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+/[0-9]+$ ]]; then usage_error "--ip takes A.B.C.D/PREFIX"; fi
             ip=$2
+            shift 2
+            ;;
+        --control)
+            # (tests/vm/serve.bash: the doorbell of a VM that stays up; not in the usage text)
+            [ $# -ge 2 ] || usage_error "--control takes a FIFO path without .in/.out"
+            control=$2
             shift 2
             ;;
         --name)
@@ -101,6 +107,7 @@ cmd_run() {
 
     job=$(mktemp -d "${TMPDIR:-/tmp}/rdma-samples-vm.XXXXXX")
     write_job "$job" 0 "$@"
+    [ -z "$control" ] || printf '%s\n' "$job" >"$control.job"
     printf '%s\n' "${shares[@]+"${shares[@]}"}" >"$job/shares"
     printf '%s' "$ip" >"$job/ip"
     keep_paths >"$job/keep"
@@ -128,6 +135,10 @@ cmd_run() {
             -device "virtio-9p-$vbus,fsdev=fss$i,mount_tag=share$i")
         i=$((i + 1))
     done
+    # The control port of `vm start` (serve.bash): a virtio serial port named rdma.ctl whose host end is
+    # the FIFO pair CONTROL.in (host to guest) and CONTROL.out, which QEMU opens read-write.
+    [ -z "$control" ] || qargs+=(-chardev "pipe,id=ctl,path=$(qesc "$control")" -device "virtio-serial-$vbus"
+        -device virtserialport,chardev=ctl,name=rdma.ctl)
     local port=
     if [ -n "$net" ]; then
         local mac
