@@ -196,13 +196,16 @@ cmd_run() {
     # RDMA_SAMPLES_VM_CONSOLE=FILE (tests/vm/smp-soak): a copy of the serial console, however the VM ended.
     [ -z "${RDMA_SAMPLES_VM_CONSOLE:-}" ] || cp "$job/console.log" "$RDMA_SAMPLES_VM_CONSOLE" 2>/dev/null || true
     # RDMA_SAMPLES_VM_LOG (set by ./lab test): one line per boot for the time table, "NAME BOOT_S TOTAL_S
-    # CPU_S TAG": the boot's seconds until the job started, its whole life, the CPU seconds QEMU used
-    # (both of its threads: the emulated CPU and I/O), and RDMA_SAMPLES_TIME_TAG, the test that booted it.
+    # CPU_S TAG COMMANDS": the boot's seconds until the job started, its whole life, the CPU seconds QEMU
+    # used (both of its threads: the emulated CPU and I/O), RDMA_SAMPLES_TIME_TAG (the test that booted
+    # it), and the commands a VM that stayed up ran for `vm exec` (0 for a one-job boot).
     if [ -n "${RDMA_SAMPLES_VM_LOG:-}" ] && [ -f "$job/booted" ] && [ -n "$qemu_t0" ]; then
         children_cpu "$job/cpu1"
+        local commands=0
+        [ -z "$control" ] || [ ! -f "${control%/*}/commands" ] || commands=$(wc -l <"${control%/*}/commands")
         awk -v n="$name" -v t0="$qemu_t0" -v b="$(stat -c %.3Y "$job/booted")" -v e="$(date +%s.%3N)" \
-            -v c0="$(cat "$job/cpu0")" -v c1="$(cat "$job/cpu1")" -v tag="${RDMA_SAMPLES_TIME_TAG:--}" \
-            'BEGIN { printf "%s %.2f %.2f %.2f %s\n", n, b - t0, e - t0, c1 - c0, tag }' >>"$RDMA_SAMPLES_VM_LOG" || true
+            -v c0="$(cat "$job/cpu0")" -v c1="$(cat "$job/cpu1")" -v tag="${RDMA_SAMPLES_TIME_TAG:--}" -v k="$commands" \
+            'BEGIN { printf "%s %.2f %.2f %.2f %s %d\n", n, b - t0, e - t0, c1 - c0, tag, k }' >>"$RDMA_SAMPLES_VM_LOG" || true
     fi
     if [ -f "$job/status" ]; then
         [ "${RDMA_SAMPLES_VM_DEBUG:-0}" != 1 ] || cat "$job/console.log" >&2

@@ -13,6 +13,7 @@
 #   SESSION/q/ID.pid, .rc  its process group and, at the end, its exit status (written there)
 #   SESSION/tmp            a folder both sides see: the tests' files go here (TMPDIR)
 #   SESSION/vm.pid, vm.log the `vm run` process that holds the VM, and what it said
+#   SESSION/commands       one line per command sent (the time table counts them)
 # `exec` writes ID.sh and rings "run ID"; the agent in the VM (tests/vm/agent) starts it. A timeout or
 # a signal here rings "kill ID SIG". The agent sleeps in read(2) between requests: no polling there.
 
@@ -87,12 +88,13 @@ cmd_start() {
     done
 }
 
-# write_command FILE ID CMD...: the script the agent sources in a subshell with job control: this
+# write_command FILE ID MERGED CMD...: the script the agent sources in a subshell with job control: this
 # shell's directory and environment (as write_job in run.bash), then CMD in the background (so in a
-# process group of its own), its pid and exit status recorded.
+# process group of its own), its pid and exit status recorded. MERGED=1: its stderr goes where its
+# stdout goes, in the VM, so that their order is kept (as run.bash does).
 write_command() {
-    local file=$1 id=$2 q=${1%/*}
-    shift 2
+    local file=$1 id=$2 merged=$3 q=${1%/*}
+    shift 3
     {
         local v
         for v in PATH CI TMPDIR $(compgen -e | grep -E '^(RDMA_SAMPLES_|ASAN_|UBSAN_|LSAN_|VALGRIND_)' || true); do
@@ -102,7 +104,11 @@ write_command() {
         printf 'q=%q id=%q rc=125\n' "$q" "$id"
         printf 'if cd %q 2>"$q/$id.err"; then\n   ' "$PWD"
         printf ' %q' "$@"
-        echo ' </dev/null >"$q/$id.out" 2>"$q/$id.err" &'
+        if [ "$merged" = 1 ]; then
+            echo ' </dev/null >"$q/$id.out" 2>&1 &'
+        else
+            echo ' </dev/null >"$q/$id.out" 2>"$q/$id.err" &'
+        fi
         echo '    echo $! >"$q/$id.pid"'
         echo '    wait $!'
         echo '    rc=$?'
@@ -133,9 +139,38 @@ cmd_exec() {
     local q=$dir/q id=$$-$RANDOM$RANDOM
     : >"$q/$id.out"
     : >"$q/$id.err"
-    write_command "$q/$id.sh" "$id" "$@"
+    # Where this command's stdout and stderr are the same file, pipe or terminal (`run`, `>f 2>&1`), the
+    # VM merges them: two files followed apart would interleave by timing, not in the order written.
+    local merged=0
+    ! same_output || merged=1
+    write_command "$q/$id.sh" "$id" "$merged" "$@"
     exec {bell}<>"$dir/ctl.in"
+
+    # A signal here (timeout(1), Ctrl-C) reaches the command in the VM: TERM, then KILL if it is still
+    # there 10 s later; this ends once it has (its files are gone only then: the agent reads its pid).
+    local waiter="" rc=0 p
+    stop_command() {
+        trap - INT TERM HUP USR1
+        printf 'kill %s %s\n' "$id" "$1" >&"$bell"
+        local n=0
+        while [ ! -s "$q/$id.rc" ] && vm_alive "$dir" && [ "$n" -lt 300 ]; do
+            n=$((n + 1))
+            [ "$n" != 200 ] || printf 'kill %s KILL\n' "$id" >&"$bell"
+            sleep 0.05
+        done
+        [ -z "$waiter" ] || kill -KILL "$waiter" 2>/dev/null || true
+        stop_children
+        rm -f "$q/$id".*
+        exit "$2"
+    }
+    trap 'stop_command INT 130' INT
+    trap 'stop_command TERM 143' TERM
+    trap 'stop_command HUP 129' HUP
+    # (SIGKILL cannot be caught: SIGUSR1 here means SIGKILL there, for the tests that kill a program)
+    trap 'stop_command KILL 137' USR1
+
     printf 'run %s\n' "$id" >&"$bell"
+    echo "$id" >>"$dir/commands" # (counted by run.bash for the time table: one short append each)
 
     # The waiter ends when the command has (0), when the VM is gone (3) or at the deadline (4); the
     # tails follow the output until the waiter is gone, then print what is left.
@@ -149,31 +184,11 @@ cmd_exec() {
             read -rt 0.05 -u "$nap_fd" _ || true
         done
     ) 3>&- &
-    local waiter=$! rc=0 p
+    waiter=$!
     tail -n +1 -s 0.05 -f --pid="$waiter" "$q/$id.out" 3>&- &
     tail_pids+=($!)
     tail -n +1 -s 0.05 -f --pid="$waiter" "$q/$id.err" >&2 3>&- &
     tail_pids+=($!)
-    # A signal here (timeout(1), Ctrl-C) reaches the command in the VM: TERM, then KILL if it is still
-    # there 10 s later; this ends once it has (its files are gone only then: the agent reads its pid).
-    stop_command() {
-        trap - INT TERM HUP USR1
-        printf 'kill %s %s\n' "$id" "$1" >&"$bell"
-        local n=0
-        while [ ! -s "$q/$id.rc" ] && vm_alive "$dir" && [ "$n" -lt 300 ]; do
-            n=$((n + 1))
-            [ "$n" != 200 ] || printf 'kill %s KILL\n' "$id" >&"$bell"
-            sleep 0.05
-        done
-        stop_children
-        rm -f "$q/$id".*
-        exit "$2"
-    }
-    trap 'stop_command INT 130' INT
-    trap 'stop_command TERM 143' TERM
-    trap 'stop_command HUP 129' HUP
-    # (SIGKILL cannot be caught: SIGUSR1 here means SIGKILL there, for the tests that kill a program)
-    trap 'stop_command KILL 137' USR1
     wait "$waiter" || rc=$?
     for p in "${tail_pids[@]}"; do wait "$p" 2>/dev/null || true; done
     tail_pids=()
