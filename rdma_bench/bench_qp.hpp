@@ -72,10 +72,12 @@ inline rdma_samples::QpPtr create_bench_qp(ibv_pd *pd, ibv_cq *cq, const Options
         rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(o.tx_depth) + ")", err);
     while (hi - lo > 1) {
         const std::uint32_t mid = lo + (hi - lo) / 2;
-        ibv_qp *qp = detail::try_create_qp(pd, cq, o, mid);
-        (qp != nullptr ? lo : hi) = mid;
-        if (qp != nullptr)
+        if (ibv_qp *qp = detail::try_create_qp(pd, cq, o, mid)) {
             ibv_destroy_qp(qp);
+            lo = mid;
+        } else {
+            hi = mid;
+        }
     }
     throw KnobError("--inline-size " + std::to_string(want) + ": above the device's limit of " + std::to_string(lo) +
                         " bytes inline (ibv_create_qp refused max_inline_data " + std::to_string(want) + ")",

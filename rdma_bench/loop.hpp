@@ -48,7 +48,10 @@ inline ibv_send_wr operation_wr(Op op, bool cas, std::uint64_t remote_addr, std:
     wr.wr.rdma.rkey = rkey;
     switch (op) {
     case Op::write: wr.opcode = IBV_WR_RDMA_WRITE; break;
-    case Op::write_imm: wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM, wr.imm_data = htonl(immediate); break;
+    case Op::write_imm:
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = htonl(immediate);
+        break;
     case Op::send: wr.opcode = IBV_WR_SEND; break;
     case Op::read: wr.opcode = IBV_WR_RDMA_READ; break;
     case Op::atomic:

@@ -22,6 +22,7 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/test_control.hpp>
 #include <rdma_samples/text.hpp>
 
 #include <endian.h>
@@ -165,7 +166,7 @@ inline const TestFault &test_fault()
 {
     static const TestFault fault = [] {
         TestFault f;
-        const char *v = std::getenv("RDMA_SAMPLES_TEST_FILE_FAULT");
+        const char *v = rdma_samples::test_control(rdma_samples::TestHook::file_fault);
         const std::string s = v != nullptr ? v : "";
         if (s == "corrupt")
             f.corrupt = true;

@@ -30,6 +30,7 @@
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
+#include <rdma_samples/test_control.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <poll.h>
@@ -301,8 +302,7 @@ ibv_device_attr query_srq_limits(ibv_context *ctx)
 {
     ibv_device_attr attr{};
     check_rc(ibv_query_device(ctx, &attr), "ibv_query_device");
-    if (const char *v = std::getenv("RDMA_SAMPLES_TEST_MAX_SRQ"))
-        attr.max_srq = std::atoi(v);
+    attr.max_srq = test_control_int(TestHook::max_srq, attr.max_srq);
     return attr;
 }
 

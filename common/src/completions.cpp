@@ -3,6 +3,7 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/completions.hpp>
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/test_control.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <algorithm>
@@ -24,10 +25,7 @@ namespace {
  */
 int reorder_ms()
 {
-    static const int ms = [] {
-        const char *v = std::getenv("RDMA_SAMPLES_TEST_REORDER_CQ");
-        return v != nullptr ? std::atoi(v) : 0;
-    }(); // read once, at the first wait
+    static const int ms = test_control_int(TestHook::reorder_cq, 0); // read once, at the first wait
     return ms;
 }
 

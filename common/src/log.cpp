@@ -1,5 +1,6 @@
 /** @file log.cpp @brief Steps, details and traces on stdout. */
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/test_control.hpp>
 
 #include <csignal>
 #include <cstdarg>
@@ -33,8 +34,8 @@ void step(int n, const char *fmt, ...)
     va_end(ap);
     // Fault injection for the tests (tests/stress/stress --kill): stop here, at the start of step n, so
     // that the test can kill this process at exactly this point of the lesson.
-    static const char *stop_at = std::getenv("RDMA_SAMPLES_STOP_AT_STEP");
-    if (stop_at != nullptr && std::atoi(stop_at) == n)
+    static const int stop_at = test_control_int(TestHook::stop_at_step, 0);
+    if (stop_at == n)
         std::raise(SIGSTOP);
 }
 

@@ -3,6 +3,7 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/test_control.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -112,12 +113,12 @@ int retransmit_window_ms(ibv_qp *qp)
           qp->qp_num, attr.retry_cnt, attr.timeout, window_ms, linger_ms);
     if (attr.timeout == 0)
         info("the QP's ACK timeout is 0 (a sender waits for an ACK forever): no linger is long enough");
-    // For the test suites, never set in normal use: RDMA_SAMPLES_TEST_LINGER_MS=MS keeps the QP MS ms
-    // instead. On one Soft-RoCE device no ACK is ever lost, so the loopback tests need no linger; the
-    // tests of lossy links (two_host) and of the linger itself run without it.
-    if (const char *v = std::getenv("RDMA_SAMPLES_TEST_LINGER_MS"); v != nullptr && *v != '\0') {
-        const int test_ms = std::atoi(v);
-        info("linger shortened for a test: %d ms instead of %d (RDMA_SAMPLES_TEST_LINGER_MS)", test_ms, linger_ms);
+    // For the test suites, never set in normal use (test_control.hpp): on one Soft-RoCE device no ACK
+    // is ever lost, so the loopback tests need no linger; the tests of lossy links (two_host) and of the
+    // linger itself run without it.
+    if (const int test_ms = test_control_int(TestHook::linger_ms, -1); test_ms >= 0) {
+        info("linger shortened for a test: %d ms instead of %d (%s)", test_ms, linger_ms,
+             test_control_name(TestHook::linger_ms));
         return test_ms;
     }
     return linger_ms;

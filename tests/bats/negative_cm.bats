@@ -65,7 +65,7 @@ setup() {
         nap 0.1
     done
     # victim.pid is the `timeout` wrapper; kill the requester itself, its only child.
-    kill -9 "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/victim.pid")")"
+    kill_program KILL "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/victim.pid")")"
     run "$SEND" -cm -sa "$CM_ADDR" -lp "$PORT" -t 30 -s "after"
     assert_success
     wait_peer server

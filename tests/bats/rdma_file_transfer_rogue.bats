@@ -15,6 +15,7 @@ setup() {
     RECEIVER=$(prog rdma_file_receiver)
     ROGUE=$BUILD/tests/rogue/rogue_file_peer
     [ -x "$ROGUE" ] || fail "no $ROGUE; build first (./lab build)"
+    ROGUE=$(device_path "$ROGUE")
     PORT=$((20000 + RANDOM % 20000))
     IN=$BATS_TEST_TMPDIR/in
     OUT=$BATS_TEST_TMPDIR/out

@@ -209,7 +209,7 @@ cm_receiving_server() {
 
 # rnr_naks: the RNR NAKs the device has sent so far (rxe counts them in send_rnr_err; on one device
 # the sender's side counts the same NAKs as rcvd_rnr_err).
-rnr_naks() { cat /sys/class/infiniband/*/ports/1/hw_counters/send_rnr_err 2>/dev/null | head -1; }
+rnr_naks() { at_device sh -c 'cat /sys/class/infiniband/*/ports/1/hw_counters/send_rnr_err 2>/dev/null | head -1'; }
 
 @test "rdma_multi_conn files --srq-hold-ms: an empty SRQ answers SENDs with RNR NAKs until the sender gives up" {
     [ -n "$(rnr_naks)" ] || skip "this device shows no send_rnr_err counter"

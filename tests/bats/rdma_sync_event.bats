@@ -46,12 +46,12 @@ Sync event completion value 0xffffffffffffffff received"
     # device still serves the READs, but its CPU never moves the value on.
     (
         for _ in {1..600}; do [ -f "$T/real-responder.desc" ] && break; nap 0.05; done
-        kill -STOP "$(pgrep -f "rdma_sync_event_responder -ld $T/real-responder.desc" | tail -n 1)"
+        at_device pkill -STOP -f "rdma_sync_event_responder -ld $T/real-responder.desc"
         mv "$T/real.desc" "$T/resource.desc" && mv "$T/real-responder.desc" "$T/responder.desc"
     ) 3>&- &
     run -1 --separate-stderr timeout 60 "$REQUESTER" $(requester_paths) -t 5
-    pkill -CONT -f "rdma_sync_event_responder -ld $T/real-responder.desc" || true
-    pkill -TERM -f "rdma_sync_event_responder -ld $T/real-responder.desc" || true
+    at_device pkill -CONT -f "rdma_sync_event_responder -ld $T/real-responder.desc" || true
+    at_device pkill -TERM -f "rdma_sync_event_responder -ld $T/real-responder.desc" || true
     wait_peer responder
     refute_output --partial "Received sync event value"
     assert_regex "$stderr" "requester: step 6 failed: timed out after 5 s waiting for the sync event to pass 0xd0ca"

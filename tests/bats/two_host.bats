@@ -9,6 +9,10 @@ setup() {
     setup_two_hosts
 }
 
+teardown() {
+    teardown_two_hosts
+}
+
 # four_senders_on_host_b PREFIX: four rdma_multi_conn_send RDMA CM clients at once on host B, to the
 # server at 10.77.0.1, client i sending "PREFIX i"; fails if any of them does.
 four_senders_on_host_b() {

@@ -16,7 +16,8 @@ setup() {
 # memcheck NAME: the valgrind command line (in array `vg`) that runs a program under memcheck, its
 # report in $BATS_TEST_TMPDIR/NAME.vg.
 memcheck() {
-    vg=(valgrind --tool=memcheck --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible
+    # (--vgdb=no: no gdbserver, whose shared-memory file in TMPDIR a 9p share cannot map)
+    vg=("$(device_path "$(command -v valgrind)")" --tool=memcheck --vgdb=no --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible
         --errors-for-leak-kinds=definite,indirect,possible --suppressions="$RDMA_SAMPLES_SOURCE/tests/valgrind.supp"
         --log-file="$BATS_TEST_TMPDIR/$1.vg")
 }

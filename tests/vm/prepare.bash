@@ -13,7 +13,7 @@
 # drop chosen packets (trace --lose-cm).
 modules=(crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe configfs ib_cm iw_cm rdma_cm
     rdma_ucm netfs fscache 9pnet 9p virtio_ring virtio virtio_mmio virtio_pci 9pnet_virtio failover
-    net_failover virtio_net veth sch_netem sch_ingress cls_u32 act_gact)
+    net_failover virtio_net virtio_console veth sch_netem sch_ingress cls_u32 act_gact)
 
 # What the built files depend on besides the kernel: a change rebuilds them. (declare -f hashes
 # build's code as bash prints it, not its comments or which file it is in.)

@@ -54,7 +54,7 @@ keep_paths() {
 same_output() { [[ /proc/self/fd/1 -ef /proc/self/fd/2 ]]; }
 
 cmd_run() {
-    local timeout_s=600 name=rdma-vm net="" ip="" shares=() d
+    local timeout_s=600 name=rdma-vm net="" ip="" shares=() d control=""
     while [ $# -gt 0 ]; do
         case "$1" in
         --timeout)
@@ -76,6 +76,12 @@ cmd_run() {
         --ip)
             if [ $# -lt 2 ] || ! [[ $2 =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+/[0-9]+$ ]]; then usage_error "--ip takes A.B.C.D/PREFIX"; fi
             ip=$2
+            shift 2
+            ;;
+        --control)
+            # (tests/vm/serve.bash: the doorbell of a VM that stays up; not in the usage text)
+            [ $# -ge 2 ] || usage_error "--control takes a FIFO path without .in/.out"
+            control=$2
             shift 2
             ;;
         --name)
@@ -101,6 +107,7 @@ cmd_run() {
 
     job=$(mktemp -d "${TMPDIR:-/tmp}/rdma-samples-vm.XXXXXX")
     write_job "$job" 0 "$@"
+    [ -z "$control" ] || printf '%s\n' "$job" >"$control.job"
     printf '%s\n' "${shares[@]+"${shares[@]}"}" >"$job/shares"
     printf '%s' "$ip" >"$job/ip"
     keep_paths >"$job/keep"
@@ -128,6 +135,10 @@ cmd_run() {
             -device "virtio-9p-$vbus,fsdev=fss$i,mount_tag=share$i")
         i=$((i + 1))
     done
+    # The control port of `vm start` (serve.bash): a virtio serial port named rdma.ctl whose host end is
+    # the FIFO pair CONTROL.in (host to guest) and CONTROL.out, which QEMU opens read-write.
+    [ -z "$control" ] || qargs+=(-chardev "pipe,id=ctl,path=$(qesc "$control")" -device "virtio-serial-$vbus"
+        -device virtserialport,chardev=ctl,name=rdma.ctl)
     local port=
     if [ -n "$net" ]; then
         local mac
@@ -185,13 +196,16 @@ cmd_run() {
     # RDMA_SAMPLES_VM_CONSOLE=FILE (tests/vm/smp-soak): a copy of the serial console, however the VM ended.
     [ -z "${RDMA_SAMPLES_VM_CONSOLE:-}" ] || cp "$job/console.log" "$RDMA_SAMPLES_VM_CONSOLE" 2>/dev/null || true
     # RDMA_SAMPLES_VM_LOG (set by ./lab test): one line per boot for the time table, "NAME BOOT_S TOTAL_S
-    # CPU_S TAG": the boot's seconds until the job started, its whole life, the CPU seconds QEMU used
-    # (both of its threads: the emulated CPU and I/O), and RDMA_SAMPLES_TIME_TAG, the test that booted it.
+    # CPU_S TAG COMMANDS": the boot's seconds until the job started, its whole life, the CPU seconds QEMU
+    # used (both of its threads: the emulated CPU and I/O), RDMA_SAMPLES_TIME_TAG (the test that booted
+    # it), and the commands a VM that stayed up ran for `vm exec` (0 for a one-job boot).
     if [ -n "${RDMA_SAMPLES_VM_LOG:-}" ] && [ -f "$job/booted" ] && [ -n "$qemu_t0" ]; then
         children_cpu "$job/cpu1"
+        local commands=0
+        [ -z "$control" ] || [ ! -f "${control%/*}/commands" ] || commands=$(wc -l <"${control%/*}/commands")
         awk -v n="$name" -v t0="$qemu_t0" -v b="$(stat -c %.3Y "$job/booted")" -v e="$(date +%s.%3N)" \
-            -v c0="$(cat "$job/cpu0")" -v c1="$(cat "$job/cpu1")" -v tag="${RDMA_SAMPLES_TIME_TAG:--}" \
-            'BEGIN { printf "%s %.2f %.2f %.2f %s\n", n, b - t0, e - t0, c1 - c0, tag }' >>"$RDMA_SAMPLES_VM_LOG" || true
+            -v c0="$(cat "$job/cpu0")" -v c1="$(cat "$job/cpu1")" -v tag="${RDMA_SAMPLES_TIME_TAG:--}" -v k="$commands" \
+            'BEGIN { printf "%s %.2f %.2f %.2f %s %d\n", n, b - t0, e - t0, c1 - c0, tag, k }' >>"$RDMA_SAMPLES_VM_LOG" || true
     fi
     if [ -f "$job/status" ]; then
         [ "${RDMA_SAMPLES_VM_DEBUG:-0}" != 1 ] || cat "$job/console.log" >&2

@@ -39,12 +39,60 @@ export RDMA_SAMPLES_TEST_LINGER_MS=${RDMA_SAMPLES_TEST_LINGER_MS-100}
 
 BUILD=${RDMA_SAMPLES_BUILD:?set RDMA_SAMPLES_BUILD to the Meson build directory (meson test does)}
 
-# prog NAME: the path of a built program, e.g. prog rdma_write_requester
+# Where the device is. With a device here, the programs run here. Without one, run-bats keeps a
+# Soft-RoCE VM up for the whole file (tests/vm/vm start) and names its session folder in
+# RDMA_SAMPLES_VM_SESSION: the tests run here, at native speed, and each program they start runs in
+# the VM through `tests/vm/vm exec` (its output live, its exit status, a signal passed on). The test's
+# files are in a folder both see (TMPDIR is in the session folder), at the same path.
+served() { [ -n "${RDMA_SAMPLES_VM_SESSION:-}" ]; }
+
+# at_device CMD...: run CMD where the device is (for what is not a program of the build: rdma, tc,
+# strace, cat of a counter, ...).
+at_device() {
+    if served; then
+        "$RDMA_SAMPLES_SOURCE/tests/vm/vm" exec --dir "$RDMA_SAMPLES_VM_SESSION" --timeout 900 -- "$@"
+    else
+        "$@"
+    fi
+}
+
+# device_path PATH: PATH itself, or in a served run a command here that runs PATH in the VM (a small
+# script in the session folder, made once a run), so that `run`, `timeout`, start_peer and $(...) use a
+# program of the build the same way in both cases.
+device_path() {
+    served || {
+        echo "$1"
+        return 0
+    }
+    local shim
+    shim=$RDMA_SAMPLES_VM_SESSION/bin/${1//\//_}
+    if [ ! -x "$shim" ]; then
+        mkdir -p "${shim%/*}"
+        printf '#!/bin/sh\nexec %q exec --dir %q --timeout 900 -- %q "$@"\n' \
+            "$RDMA_SAMPLES_SOURCE/tests/vm/vm" "$RDMA_SAMPLES_VM_SESSION" "$1" >"$shim.$$"
+        chmod +x "$shim.$$"
+        mv "$shim.$$" "$shim"
+    fi
+    echo "$shim"
+}
+
+# kill_program SIGNAL PID: send SIGNAL (KILL, TERM, INT or HUP) to a program started through its
+# device_path: in a served run PID is `vm exec`, which passes the signal on (SIGKILL as SIGUSR1, which
+# it can catch) and ends once the program has.
+kill_program() {
+    if served && [ "$1" = KILL ]; then
+        kill -USR1 "$2"
+    else
+        kill -s "$1" "$2"
+    fi
+}
+
+# prog NAME: the path of a built program (through device_path), e.g. prog rdma_write_requester
 prog() {
     local p
     for p in "$BUILD"/*/"$1"; do
         if [ -x "$p" ]; then
-            echo "$p"
+            device_path "$p"
             return 0
         fi
     done
@@ -54,7 +102,7 @@ prog() {
 
 # require_rdma_device: skip with a how-to when there is no RDMA device; under CI=true that is a failure.
 require_rdma_device() {
-    has_rdma_device && return 0
+    served || has_rdma_device && return 0
     local how="no RDMA device here: run ./lab test (it runs this suite inside the Soft-RoCE VM), or create one: modprobe rdma_rxe && rdma link add rxe0 type rxe netdev lo"
     if [ "${CI:-}" = true ]; then
         fail "$how (CI=true: a skipped device test counts as a failure)"
@@ -68,6 +116,7 @@ require_device_test() {
     require_rdma_device
     DEVICE_TEST=$BUILD/tests/device/$1
     [ -x "$DEVICE_TEST" ] || fail "no $DEVICE_TEST; build first (./lab build)"
+    DEVICE_TEST=$(device_path "$DEVICE_TEST")
 }
 
 # Descriptor paths for one pair of processes on one host: each side writes its own file and reads the

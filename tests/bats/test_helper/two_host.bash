@@ -24,22 +24,51 @@ setup_two_hosts() {
     PORT=$((20000 + (RANDOM % 20000)))
 }
 
+# The two VMs stay up for the whole file (run-bats --two-host starts them: tests/vm/vm start) and
+# run each host's command through `tests/vm/vm exec`; the tests' files, $SHARE among them, are in a
+# folder both VMs see (TMPDIR). Without them (bats run by hand), each command boots its VM.
+# host_cmd a|b: the command line (in array `host`) that runs a command on that host.
+host_cmd() {
+    local session=RDMA_SAMPLES_VM_SESSION_${1^^}
+    if [ -n "${!session:-}" ]; then
+        host=("$VM" exec --dir "${!session}" --timeout 180 --)
+    elif [ "$1" = a ]; then
+        host=("$VM" run --timeout 180 --name host-a --net "listen:$PORT" --ip 10.77.0.1/24 --share "$SHARE" --)
+    else
+        host=("$VM" run --timeout 180 --name host-b --net "connect:$PORT" --ip 10.77.0.2/24 --share "$SHARE" --)
+    fi
+}
+
 # on_host_a CMD...: start CMD on host A (listening side of the network) in the background.
 on_host_a() {
-    "$VM" run --timeout 180 --name host-a --net "listen:$PORT" --ip 10.77.0.1/24 --share "$SHARE" -- "$@" \
-        >"$BATS_TEST_TMPDIR/host-a.out" 2>&1 3>&- &
+    local host
+    host_cmd a
+    "${host[@]}" "$@" >"$BATS_TEST_TMPDIR/host-a.out" 2>&1 3>&- &
     echo $! >"$BATS_TEST_TMPDIR/host-a.pid"
 }
 
 # on_host_b CMD...: run CMD on host B under Bats' `run` ($status, $output), then collect host A's
 # result in $peer_status and $peer_output.
 on_host_b() {
-    run "$VM" run --timeout 180 --name host-b --net "connect:$PORT" --ip 10.77.0.2/24 --share "$SHARE" -- "$@"
+    local host
+    host_cmd b
+    run "${host[@]}" "$@"
     peer_status=0
     wait "$(cat "$BATS_TEST_TMPDIR/host-a.pid")" || peer_status=$?
     peer_output=$(cat "$BATS_TEST_TMPDIR/host-a.out")
     # Shown by Bats only when the test fails: what the other machine said.
     printf 'host A (exit status %s):\n%s\n' "$peer_status" "$peer_output"
+}
+
+# teardown_two_hosts: what a failed test left running on either host is killed, so that the next test
+# finds its ports free.
+teardown_two_hosts() {
+    local h session
+    for h in A B; do
+        session=RDMA_SAMPLES_VM_SESSION_$h
+        [ -z "${!session:-}" ] || "$VM" exec --dir "${!session}" --timeout 30 -- \
+            pkill -KILL -f "^${RDMA_SAMPLES_BUILD:-/nonexistent}/" >/dev/null 2>&1 || true
+    done
 }
 
 # Descriptor paths as each machine sees them: the shared folder is where the copies land.
