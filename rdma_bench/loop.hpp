@@ -14,6 +14,7 @@
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor.hpp>
+#include <rdma_samples/doca.hpp>
 #include <rdma_samples/text.hpp>
 
 #include <arpa/inet.h>
@@ -25,8 +26,8 @@
 
 namespace rdma_bench {
 
-/** @brief The immediate value every WRITE with immediate carries, in both directions. */
-inline constexpr std::uint32_t immediate = 0xABCD;
+/** @brief The immediate value every WRITE with immediate carries, in both directions: DOCA's. */
+using rdma_samples::doca::immediate;
 
 /** @brief The byte the @p n-th ping of a WRITE ping-pong ends with: never 0, never the previous one.
  *  @param n the ping's number @return the byte */

@@ -11,6 +11,7 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/doca.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
@@ -30,8 +31,7 @@ struct Options {
     bool prepost = true;                         ///< --no-prepost-receive: the demonstration below
 };
 
-/** DOCA's immediate value, which the sender puts in every SEND with immediate. */
-static constexpr std::uint32_t immediate = 0xABCD;
+using doca::immediate; // 0xABCD, DOCA's immediate value, which the sender puts in every SEND with immediate
 
 /**
  * --no-prepost-receive: connect with no receive posted. Even an empty SEND with immediate needs one

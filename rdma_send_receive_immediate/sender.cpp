@@ -12,6 +12,7 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/doca.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
@@ -25,8 +26,7 @@
 
 using namespace rdma_samples;
 
-/** DOCA's immediate value. */
-static constexpr std::uint32_t immediate = 0xABCD;
+using doca::immediate; // 0xABCD, DOCA's immediate value
 
 static void run(const Args &args)
 {

@@ -10,6 +10,7 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/doca.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
@@ -23,8 +24,8 @@
 
 using namespace rdma_samples;
 
-static constexpr std::uint64_t notify_value = 0xD0CA;
-static constexpr std::uint64_t done_value = UINT64_MAX;
+using doca::notify_value; // 0xD0CA, DOCA's first notify-set
+using doca::done_value;   // UINT64_MAX, DOCA's completion value
 
 /** One 8-byte RDMA WRITE (notify-set) or READ (get) of the remote event: post it, poll until it completes. */
 static void post_event_op(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions &completions, const ibv_mr *mr, char *local,

@@ -10,6 +10,7 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/doca.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
@@ -24,9 +25,9 @@
 
 using namespace rdma_samples;
 
-static constexpr std::uint64_t notify_value = 0xD0CA;  // the requester's first notify-set
-static constexpr std::uint64_t signal_value = 0xD0CB;  // our answer
-static constexpr std::uint64_t done_value = UINT64_MAX; // the requester's completion value
+using doca::notify_value; // 0xD0CA, the requester's first notify-set
+using doca::signal_value; // 0xD0CB, our answer
+using doca::done_value;   // UINT64_MAX, the requester's completion value
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {

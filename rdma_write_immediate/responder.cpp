@@ -10,6 +10,7 @@
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/doca.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
@@ -23,8 +24,7 @@
 
 using namespace rdma_samples;
 
-/** What DOCA's requester sends as the immediate. */
-constexpr std::uint32_t immediate = 0xABCD;
+using doca::immediate; // 0xABCD, what DOCA's requester sends as the immediate
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {

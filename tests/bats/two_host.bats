@@ -185,9 +185,20 @@ capture_every_pair() {
 }
 
 # rdma_bench's 4 KiB WRITE at path MTU 1024: First, Middle, Middle, Last and one ACK for all four.
+# Unless an ACK came late: the two emulated VMs share a busy host, and when one is not scheduled for
+# longer than the QP's ACK timeout, rxe resends the WRITE (its completer_retry_err counter rises) and
+# ACKs each copy. Then the four packets are checked, and the run says it was resent.
 assert_write_in_four_packets() {
-    assert_regex "$(tr '\n' ';' <"$TRACE/$1/report.txt")" \
-        ';-> RDMA WRITE First;-> RDMA WRITE Middle;-> RDMA WRITE Middle;-> RDMA WRITE Last;<- Acknowledge;'
+    local wire resent
+    wire=$(tr '\n' ';' <"$TRACE/$1/report.txt")
+    resent=$(LC_ALL=C join "$TRACE/$1/counters-b.before" "$TRACE/$1/counters-b.after" |
+        awk '$1 ~ /\/completer_retry_err$/ { n += $3 - $2 } END { print n + 0 }')
+    if [ "$resent" -gt 0 ]; then
+        echo "# scenario $1: the requester resent its WRITE $resent time(s) after a late ACK" >&3
+        assert_regex "$wire" ';-> RDMA WRITE First;-> RDMA WRITE Middle;-> RDMA WRITE Middle;-> RDMA WRITE Last;'
+    else
+        assert_regex "$wire" ';-> RDMA WRITE First;-> RDMA WRITE Middle;-> RDMA WRITE Middle;-> RDMA WRITE Last;<- Acknowledge;'
+    fi
 }
 
 @test "two hosts: on the wire, every pair with descriptor files: the opcodes of each" {
