@@ -14,16 +14,24 @@ children_cpu() {
         "$1" >"$1.s" && mv "$1.s" "$1"
 }
 
+# job_env REGEX [NAME...]: `export NAME=value` lines (quoted with printf %q) for PATH, CI, the NAMEs and
+# every exported variable whose name starts with REGEX (an extended regular expression of prefixes):
+# what a command in the VM sees of this shell's environment (write_job here, write_command in serve.bash).
+job_env() {
+    local re=$1 v
+    shift
+    for v in PATH CI "$@" $(compgen -e | grep -E "^($re)" || true); do
+        [ -z "${!v+x}" ] || printf 'export %s=%q\n' "$v" "${!v}"
+    done
+}
+
 # write_job JOBDIR INTERACTIVE CMD...: the script the guest runs, with this shell's directory and
 # environment (quoted with printf %q: spaces and quotes survive).
 write_job() {
     local dir=$1 interactive=$2
     shift 2
     {
-        local v
-        for v in PATH CI $(compgen -e | grep -E '^(RDMA_SAMPLES_|BATS_|ASAN_|UBSAN_|LSAN_)' || true); do
-            [ -z "${!v+x}" ] || printf 'export %s=%q\n' "$v" "${!v}"
-        done
+        job_env 'RDMA_SAMPLES_|BATS_|ASAN_|UBSAN_|LSAN_'
         echo 'export HOME=/root LANG=C.UTF-8'
         if [ "$interactive" = 1 ]; then
             printf 'export TERM=%q\n' "${TERM:-vt100}"

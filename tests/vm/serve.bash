@@ -96,10 +96,7 @@ write_command() {
     local file=$1 id=$2 merged=$3 q=${1%/*}
     shift 3
     {
-        local v
-        for v in PATH CI TMPDIR $(compgen -e | grep -E '^(RDMA_SAMPLES_|ASAN_|UBSAN_|LSAN_|VALGRIND_)' || true); do
-            [ -z "${!v+x}" ] || printf 'export %s=%q\n' "$v" "${!v}"
-        done
+        job_env 'RDMA_SAMPLES_|ASAN_|UBSAN_|LSAN_|VALGRIND_' TMPDIR
         echo 'export HOME=/root LANG=C.UTF-8 TERM=dumb RDMA_SAMPLES_IN_VM=1'
         printf 'q=%q id=%q rc=125\n' "$q" "$id"
         printf 'if cd %q 2>"$q/$id.err"; then\n   ' "$PWD"
