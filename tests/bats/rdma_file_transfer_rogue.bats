@@ -180,7 +180,9 @@ sender_caught() {
 }
 
 @test "rogue sender: a trickle (a chunk every 2 s) ends the receiver at --deadline" {
-    against_receiver trickle --deadline 5
+    # -t 10 (after the helper's -t 3): a chunk every 2 s, and under load a wait of 3 s for one can run out
+    # first; here only --deadline may end the transfer
+    against_receiver trickle -t 10 --deadline 5
     receiver_caught "receiver: step 4 failed: the whole transfer took longer than --deadline 5 s; we were waiting for the next chunk"
 }
 
@@ -283,6 +285,8 @@ sender_caught() {
 
 @test "rogue receiver: slow credits (2 s each) end the sender at --deadline" {
     head -c $((20 * 4096)) /dev/urandom >"$IN/f"
-    against_sender slow-credits --deadline 5 "$IN/f"
+    # -t 10 (after the helper's -t 3): each credit is 2 s late, and under load a wait of 3 s for it can run
+    # out first; here only --deadline may end the transfer
+    against_sender slow-credits -t 10 --deadline 5 "$IN/f"
     sender_caught "sender: step 5 failed: the whole transfer took longer than --deadline 5 s; we were waiting for the credit of slot "
 }
