@@ -1,16 +1,13 @@
 /**
  * @file receiver.cpp
- * @brief Many connections, receiver side: one RC QP per sender, one message on each, one shared CQ,
- * and with --srq one shared receive queue for them all.
+ * @brief Many connections, receiver side: one RC QP per sender, one message on each, one shared CQ.
  *
  * RC is one QP per peer: talking to N peers means N QPs. They can share one protection domain, one
  * memory region and one completion queue; a completion says which QP it belongs to (wc.qp_num) and
  * carries the wr_id we chose when posting, here the buffer slot. Every receive is posted before its
- * sender can reach it, so no sender ever meets "receiver not ready".
- *
- * With --srq the QPs keep no receives of their own: they all take from one shared receive queue (SRQ),
- * one pool of --srq-size buffers that we refill as messages arrive, with an SRQ limit event that says
- * when the pool runs low. Either way the receiver sleeps on a completion channel instead of spinning.
+ * sender can reach it, so no sender ever meets "receiver not ready". The receiver sleeps on a
+ * completion channel instead of spinning. (rdma_srq_receive is this receiver with one shared receive
+ * queue for all the QPs.)
  *
  * Two ways to connect (see rdma_write for the single-QP versions of both):
  *  - descriptor files (-nc N): one file per connection, "<path>-0000", "<path>-0001", ...;
@@ -30,14 +27,11 @@
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
-#include <rdma_samples/test_control.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <poll.h>
 
 #include <chrono>
-#include <cstdlib>
-#include <cstring>
 #include <thread>
 #include <vector>
 
@@ -45,27 +39,17 @@ using namespace rdma_samples;
 
 namespace {
 
-/** The receiver's own flags. */
-struct Options {
-    bool srq = false;          ///< --srq: one shared receive queue for all connections
-    std::uint32_t srq_size = 0; ///< --srq-size: receives in the SRQ (0: one per connection)
-    std::uint32_t srq_limit = 0; ///< --srq-limit: the low-water mark (0: half the SRQ)
-    int srq_hold_ms = 0;       ///< --srq-hold-ms: demonstration, keep the SRQ empty this long
-};
-
 /** What every flow shares: where messages land, where receives are posted, where we sleep. */
 struct Receiver {
     ibv_context *ctx;
     ibv_cq *cq;
     ibv_comp_channel *channel;
-    ibv_srq *srq;              ///< nullptr: each QP has its own receive queue
-    std::uint32_t srq_limit;   ///< the SRQ limit we arm, and re-arm after each event
     const std::vector<QpPtr> &qps;
     const Buffer &buf;
     const ibv_mr *mr;
 };
 
-/** Post buffer slot @p slot as a receive: into the SRQ when there is one, else on @p qp. */
+/** Post buffer slot @p slot as a receive on @p qp. */
 void post_receive(const Receiver &r, ibv_qp *qp, std::uint64_t slot)
 {
     //! [post_recv]
@@ -78,10 +62,7 @@ void post_receive(const Receiver &r, ibv_qp *qp, std::uint64_t slot)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
-    if (r.srq) // shared: whichever QP's message comes first takes it
-        check_rc(ibv_post_srq_recv(r.srq, &wr, &bad_wr), "ibv_post_srq_recv(slot " + std::to_string(slot) + ")");
-    else
-        check_rc(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv(slot " + std::to_string(slot) + ")");
+    check_rc(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv(slot " + std::to_string(slot) + ")");
     //! [post_recv]
 }
 
@@ -101,55 +82,19 @@ void print_message(const Receiver &r, const ibv_wc &wc)
     result("Got from sender: \"%.*s\", connection %d", static_cast<int>(wc.byte_len), msg, connection_of(r, wc));
 }
 
-/** Take every completion the CQ holds (poll until empty); with an SRQ, give each slot back at once. */
+/** Take every completion the CQ holds (poll until empty). */
 std::vector<ibv_wc> take_completions(const Receiver &r)
 {
     std::vector<ibv_wc> taken;
     ibv_wc wc{};
-    while (check_poll(ibv_poll_cq(r.cq, 1, &wc)) > 0) {
+    while (check_poll(ibv_poll_cq(r.cq, 1, &wc)) > 0)
         taken.push_back(wc);
-        //! [refill]
-        if (r.srq && wc.status == IBV_WC_SUCCESS) { // (the message is printed before the slot is reused)
-            print_message(r, wc);
-            post_receive(r, nullptr, wc.wr_id); // refill: the slot this message came in goes back to the pool
-            taken.back().wr_id = UINT64_MAX;    // printed already
-        }
-        //! [refill]
-    }
     return taken;
 }
 
-/** Arm the SRQ limit: the device raises IBV_EVENT_SRQ_LIMIT_REACHED once fewer than @p limit receives
- *  are left in it. One shot: it disarms itself when it fires. */
-void arm_srq_limit(ibv_srq *srq, std::uint32_t limit)
-{
-    //! [arm_limit]
-    ibv_srq_attr attr{};
-    attr.srq_limit = limit;
-    check_rc(ibv_modify_srq(srq, &attr, IBV_SRQ_LIMIT), "ibv_modify_srq(IBV_SRQ_LIMIT " + std::to_string(limit) + ")");
-    //! [arm_limit]
-}
-
-/** Take the async events already queued, without waiting: print each, re-arm the SRQ limit after its event.
- *  Call it after taking the completions, so that their slots are refilled first. */
-void take_async_events(const Receiver &r)
-{
-    //! [async]
-    for_each_async_event(r.ctx, [&](const ibv_async_event &ev) { // taken and acknowledged (async_events.cpp)
-        if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && r.srq) {
-            info("IBV_EVENT_SRQ_LIMIT_REACHED: fewer than %u receives were left in the SRQ; refilled, re-armed",
-                 r.srq_limit);
-            arm_srq_limit(r.srq, r.srq_limit); // one shot: arm it again for the next time
-        } else {
-            info("async event: %s", async_event_name(ev.event_type));
-        }
-    });
-    //! [async]
-}
-
 /**
- * Sleep until there is something to do, at most @p wait_ms: a completion (the channel), an async event
- * (the SRQ limit), or, when @p cm_fd >= 0, an RDMA CM event. Arm first, then look once more.
+ * Sleep until there is something to do, at most @p wait_ms: a completion (the channel) or, when
+ * @p cm_fd >= 0, an RDMA CM event. Arm first, then look once more.
  * @return true when the CM's channel has an event; false when nothing came in time
  */
 bool sleep_on_channel(const Receiver &r, int cm_fd, int wait_ms, std::vector<ibv_wc> &taken)
@@ -162,10 +107,10 @@ bool sleep_on_channel(const Receiver &r, int cm_fd, int wait_ms, std::vector<ibv
     taken = take_completions(r);
     if (!taken.empty())
         return false;
-    // Sleep on the channel's fd, the device's async fd and the CM's: poll() bounds it by -t, which
-    // ibv_get_cq_event() alone would not.
-    pollfd fds[3] = {{r.channel->fd, POLLIN, 0}, {r.ctx->async_fd, POLLIN, 0}, {cm_fd, POLLIN, 0}};
-    if (poll(fds, cm_fd >= 0 ? 3 : 2, wait_ms) <= 0)
+    // Sleep on the channel's fd and the CM's: poll() bounds it by -t, which ibv_get_cq_event() alone
+    // would not.
+    pollfd fds[2] = {{r.channel->fd, POLLIN, 0}, {cm_fd, POLLIN, 0}};
+    if (poll(fds, cm_fd >= 0 ? 2 : 1, wait_ms) <= 0)
         return false;
     if (fds[0].revents & POLLIN) {
         ibv_cq *ev_cq = nullptr;
@@ -174,15 +119,8 @@ bool sleep_on_channel(const Receiver &r, int cm_fd, int wait_ms, std::vector<ibv
         ibv_ack_cq_events(ev_cq, 1); // ... and acknowledge it: ibv_destroy_cq() waits for every one
         taken = take_completions(r); // then poll until empty; the next sleep re-arms
     }
-    if (fds[1].revents & POLLIN) {
-        // The device raises the limit event as it takes a receive, before that message's completion:
-        // take the completions first (each refills its slot), then re-arm.
-        for (const ibv_wc &wc : take_completions(r))
-            taken.push_back(wc);
-        take_async_events(r);
-    }
     //! [sleep]
-    return cm_fd >= 0 && (fds[2].revents & POLLIN);
+    return cm_fd >= 0 && (fds[1].revents & POLLIN);
 }
 
 /** Report the completions taken: print each message not printed yet, mark each connection. */
@@ -195,8 +133,7 @@ void report(const Receiver &r, const std::vector<ibv_wc> &taken, CmClients &clie
         if (clients.mark_established(conn)) // its message overtook the ESTABLISHED event: the connection is up
             result("connection %d established from %s", conn, clients.client(conn).addr.c_str());
         if (wc.status == IBV_WC_SUCCESS) {
-            if (wc.wr_id != UINT64_MAX)
-                print_message(r, wc);
+            print_message(r, wc);
             clients.mark_done(conn);
         } else {
             clients.mark_lost(conn, std::string("its receive completed with ") + wc_status_name(wc.status));
@@ -218,7 +155,7 @@ void serve(const Args &args, const Device &dev, const Receiver &r)
         // 1. Messages: one CQ for all QPs; wc.qp_num names the connection.
         std::vector<ibv_wc> taken = take_completions(r);
         report(r, taken, clients);
-        // 2. Sleep until a completion, an async event or a CM event comes.
+        // 2. Sleep until a completion or a CM event comes.
         const bool cm_event = sleep_on_channel(r, listener.channel->fd, idle.left_ms(), taken);
         report(r, taken, clients);
         if (!cm_event)
@@ -265,7 +202,6 @@ void serve(const Args &args, const Device &dev, const Receiver &r)
     }
     //! [server_loop]
     report(r, take_completions(r), clients);
-    take_async_events(r); // the last messages' limit event, if it is queued already
     clients.finish(listener, args.timeout_s, "sender", "messages arrived",
                    "start the missing senders (rdma_multi_conn_send -cm -sa ADDR) within -t, or lower -nc",
                    "a sender stopped early; its output says why");
@@ -285,91 +221,29 @@ void wait_for_messages(const Receiver &r, int n, int timeout_s, const std::strin
                                     r.ctx);
         for (const ibv_wc &wc : taken) {
             completions.check(wc, IBV_WC_RECV, "the message on connection " + std::to_string(connection_of(r, wc)));
-            if (wc.wr_id != UINT64_MAX)
-                print_message(r, wc);
+            print_message(r, wc);
             ++got;
         }
     }
-    // If the last messages were found without sleeping, their limit event may still be queued: take
-    // it now. (rxe raises it as it takes the receive, before the completion; a NIC's firmware reports
-    // it on its own event queue, in no set order with the CQ, so there it may also come later.)
-    take_async_events(r);
 }
 
-/** How many SRQs and SRQ receives the device allows (0 SRQs: it has none). Tests may pretend to have
- *  none with RDMA_SAMPLES_TEST_MAX_SRQ=0. */
-ibv_device_attr query_srq_limits(ibv_context *ctx)
-{
-    ibv_device_attr attr{};
-    check_rc(ibv_query_device(ctx, &attr), "ibv_query_device");
-    attr.max_srq = test_control_int(TestHook::max_srq, attr.max_srq);
-    return attr;
-}
-
-/** The SRQ flags must fit together and fit -nc; a bad combination is a usage error (exit 2). */
-void check_options(const Args &args, const Options &opt)
-{
-    const bool cm_client = args.use_cm && args.server_addr;
-    const std::uint32_t n = cm_client ? 1 : static_cast<std::uint32_t>(args.num_connections);
-    if (!opt.srq && (opt.srq_size || opt.srq_limit || opt.srq_hold_ms))
-        throw UsageError("--srq-size, --srq-limit and --srq-hold-ms apply only with --srq", "add --srq");
-    const std::uint32_t size = opt.srq_size ? opt.srq_size : n;
-    if (size < n) // every sender SENDs at once: each needs a receive waiting, or it meets RNR NAKs
-        throw UsageError("--srq-size " + std::to_string(size) + " is smaller than one message per connection (-nc " +
-                             std::to_string(n) + ")",
-                         "pass --srq-size " + std::to_string(n) + " or more; --srq-hold-ms shows what an empty SRQ does to senders");
-    if (opt.srq_limit > size)
-        throw UsageError("--srq-limit " + std::to_string(opt.srq_limit) + " is larger than the SRQ (" +
-                             std::to_string(size) + " receives)",
-                         "pass --srq-limit " + std::to_string(size) + " or less");
-    if (opt.srq_hold_ms && args.use_cm)
-        throw UsageError("--srq-hold-ms works with descriptor files only", "drop -cm");
-}
-
-void run(const Args &args, const Options &opt)
+void run(const Args &args)
 {
     const bool cm_client = args.use_cm && args.server_addr;
     const int n = cm_client ? 1 : args.num_connections;
-    const std::uint32_t srq_size = opt.srq_size ? opt.srq_size : static_cast<std::uint32_t>(n);
-    const std::uint32_t slots = opt.srq ? srq_size : static_cast<std::uint32_t>(n);
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
-    if (opt.srq) {
-        const ibv_device_attr attr = query_srq_limits(dev.ctx.get());
-        if (attr.max_srq == 0)
-            throw UsageError("--srq: device " + dev.name + " has no shared receive queues (max_srq 0)",
-                             "drop --srq: each QP then posts its own receives");
-        if (srq_size > static_cast<std::uint32_t>(attr.max_srq_wr))
-            throw UsageError("--srq-size " + std::to_string(srq_size) + ": device " + dev.name + " allows at most " +
-                                 std::to_string(attr.max_srq_wr) + " receives in an SRQ (max_srq_wr)",
-                             "pass --srq-size " + std::to_string(attr.max_srq_wr) + " or less");
-        info("device limits: max_srq %d, max_srq_wr %d", attr.max_srq, attr.max_srq_wr);
-    }
 
-    if (opt.srq)
-        step(2, "register one buffer with a %zu-byte slot per SRQ receive (%u), local write only", max_message_length, slots);
-    else
-        step(2, "register one buffer with a %zu-byte slot per connection (%d), local write only", max_message_length, n);
-    //! [memory]
-    // Without an SRQ every QP needs its own receives: N connections x depth x size, posted per QP and
-    // idle on every quiet connection. With one SRQ the pool is sized for what arrives at once.
-    const std::size_t per_qp = static_cast<std::size_t>(n) * 1 * max_message_length; // depth 1: one message each
-    info("receive memory without an SRQ: %d connection(s) x 1 receive x %zu bytes = %zu bytes", n, max_message_length,
-         per_qp);
-    if (opt.srq)
-        info("receive memory with one SRQ:   %u receives x %zu bytes = %zu bytes, shared by all %d", srq_size,
-             max_message_length, static_cast<std::size_t>(srq_size) * max_message_length, n);
-    //! [memory]
-    Buffer buf(static_cast<std::size_t>(slots) * max_message_length);
+    step(2, "register one buffer with a %zu-byte slot per connection (%d), local write only", max_message_length, n);
+    Buffer buf(static_cast<std::size_t>(n) * max_message_length);
     // DOCA's table: the receiver's mmap is local read/write. The device writes each incoming message
     // into a slot, a local write on our behalf; SEND/RECEIVE is two-sided, so no remote access at all.
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
 
-    step(3, "create a completion channel, one completion queue for all connections%s and %d RC queue pair(s)",
-         opt.srq ? ", one shared receive queue" : "", n);
+    step(3, "create a completion channel, one completion queue for all connections and %d RC queue pair(s)", n);
     //! [qps]
     // One CQ is enough for every QP, if it has room for all they can have outstanding at once: the
     // rule is entries >= sends + receives that can be outstanding, summed over the QPs (2 + 2 each
@@ -377,37 +251,19 @@ void run(const Args &args, const Options &opt)
     // Its completion channel is where we sleep while nothing completes (step 6).
     CompChannelPtr channel(check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel"));
     const QpCaps caps{.max_send_wr = 2, .max_recv_wr = 2};
-    const int cq_size = n * cq_entries(caps) + static_cast<int>(opt.srq ? srq_size : 0);
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_size, nullptr, channel.get(), 0), "ibv_create_cq"));
-    SrqPtr srq;
-    if (opt.srq) {
-        ibv_srq_init_attr srq_attr{};
-        srq_attr.attr.max_wr = srq_size; // the pool: receives waiting for any of the QPs
-        srq_attr.attr.max_sge = 1;
-        srq.reset(check(ibv_create_srq(pd.get(), &srq_attr), "ibv_create_srq(max_wr " + std::to_string(srq_size) + ")"));
-    }
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), n * cq_entries(caps), nullptr, channel.get(), 0), "ibv_create_cq"));
     std::vector<QpPtr> qps;
     for (int i = 0; i < n; ++i) {
-        qps.push_back(create_rc_qp(pd.get(), cq.get(), caps, srq.get())); // with an SRQ: no receive queue of its own
+        qps.push_back(create_rc_qp(pd.get(), cq.get(), caps));
         qp_to_init(qps.back().get(), dev, 0); // a receive-only QP grants the peer nothing remote
     }
     //! [qps]
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
-    const std::uint32_t limit = opt.srq_limit ? opt.srq_limit : (srq_size + 1) / 2;
-    const Receiver r{dev.ctx.get(), cq.get(), channel.get(), srq.get(), limit, qps, buf, mr.get()};
+    const Receiver r{dev.ctx.get(), cq.get(), channel.get(), qps, buf, mr.get()};
 
-    if (!opt.srq) {
-        step(4, "post a receive on every QP before any sender can reach it");
-        for (int i = 0; i < n; ++i)
-            post_receive(r, qps[static_cast<std::size_t>(i)].get(), static_cast<std::uint64_t>(i)); // slot i
-    } else if (opt.srq_hold_ms == 0) {
-        step(4, "post %u receives into the SRQ, arm its limit at %u", srq_size, limit);
-        for (std::uint32_t i = 0; i < srq_size; ++i)
-            post_receive(r, nullptr, i);
-        arm_srq_limit(srq.get(), limit);
-    } else {
-        step(4, "demonstration: leave the SRQ empty for %d ms after the senders connect", opt.srq_hold_ms);
-    }
+    step(4, "post a receive on every QP before any sender can reach it");
+    for (int i = 0; i < n; ++i)
+        post_receive(r, qps[static_cast<std::size_t>(i)].get(), static_cast<std::uint64_t>(i)); // slot i
 
     if (!args.use_cm) {
         step(5, "for each connection: read the sender's descriptor, move to RTR/RTS, answer with ours");
@@ -420,12 +276,6 @@ void run(const Args &args, const Options &opt)
             ConnectionDescriptor local = describe_qp(qps[i].get(), dev, psn, new_nonce());
             local.peer_nonce = remote.nonce;
             write_descriptor_file(numbered_path(args.local_descriptor_path, i), format_descriptor(local));
-        }
-        if (opt.srq_hold_ms > 0) { // every SEND that comes now finds the SRQ empty: RNR NAK
-            std::this_thread::sleep_for(std::chrono::milliseconds(opt.srq_hold_ms));
-            info("posting %u receives into the SRQ only now", srq_size);
-            for (std::uint32_t i = 0; i < srq_size; ++i)
-                post_receive(r, nullptr, i);
         }
         step(6, "sleep on the completion channel until %d message(s) arrived", n);
         wait_for_messages(r, n, args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)");
@@ -444,35 +294,17 @@ void run(const Args &args, const Options &opt)
         step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n, args.listen_port);
         serve(args, dev, r);
     }
-} // the QPs (all of them), the SRQ, cq, channel, mr, pd and the device close here
+} // the QPs (all of them), cq, channel, mr, pd and the device close here
 
 } // namespace
 
 int main(int argc, char **argv)
 {
-    Options opt;
     ProgramSpec spec{.name = "rdma_multi_conn_receive",
                      .role = "receiver",
                      .summary = "Many connections, receiver side: one RC QP per sender, print the message each sends.",
                      .resource_descriptor = false,
                      .multi_conn = true,
                      .rdma_cm = true};
-    spec.extra.push_back({"srq", "", "one shared receive queue (SRQ) for all connections instead of receives per QP "
-                          "(perftest: --use_srq)", "off", [&](const std::string &) { opt.srq = true; }});
-    spec.extra.push_back({"srq-size", "N", "receives in the SRQ, refilled as messages arrive (perftest: --rx-depth)",
-                          "one per connection", [&](const std::string &v) {
-                              opt.srq_size = static_cast<std::uint32_t>(parse_number("--srq-size", v, 1, 1u << 24));
-                          }});
-    spec.extra.push_back({"srq-limit", "N", "arm IBV_EVENT_SRQ_LIMIT_REACHED for when fewer than N receives are left",
-                          "half the SRQ", [&](const std::string &v) {
-                              opt.srq_limit = static_cast<std::uint32_t>(parse_number("--srq-limit", v, 1, 1u << 24));
-                          }});
-    spec.extra.push_back({"srq-hold-ms", "MS", "demonstration: keep the SRQ empty this long after the senders "
-                          "connect, so their SENDs meet RNR NAKs (descriptor files only)", "", [&](const std::string &v) {
-                              opt.srq_hold_ms = static_cast<int>(parse_number("--srq-hold-ms", v, 1, 60000));
-                          }});
-    return run_sample(spec, argc, argv, [&](const Args &args) {
-        check_options(args, opt);
-        run(args, opt);
-    });
+    return run_sample(spec, argc, argv, run);
 }

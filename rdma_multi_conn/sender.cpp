@@ -220,9 +220,9 @@ int main(int argc, char **argv)
                      .multi_conn = true,
                      .rdma_cm = true};
     // A shared receive queue holds receives, and a sender posts none: say where the flag belongs.
-    spec.extra.push_back({"srq", "", "receiver only (rdma_multi_conn_receive --srq); refused here", "", [](const std::string &) {
+    spec.extra.push_back({"srq", "", "receiver only (rdma_srq_receive); refused here", "", [](const std::string &) {
                               throw UsageError("--srq applies to the receiving side: an SRQ holds receives, and a sender posts none",
-                                               "pass --srq to rdma_multi_conn_receive");
+                                               "run rdma_srq_receive as the receiver; this sender stays as it is");
                           }});
     return run_sample(spec, argc, argv, run);
 }

@@ -12,9 +12,7 @@
 #   cm_req_args          what each of those is given (an RDMA CM client makes one connection)
 #   cm_only              1 for a pair that connects with RDMA CM only (file_transfer): it is not in
 #                        pair_samples, which the tools run with descriptor files too
-# multi_conn_srq is multi_conn with the receiver's shared receive queue (--srq); it is not in
-# pair_samples either (the same programs), but the stress and kill suites name it.
-pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn ud bench)
+pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn srq ud bench)
 
 pair() {
     exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=() cm_only=0
@@ -34,8 +32,8 @@ pair() {
     multi_conn) resp=rdma_multi_conn/rdma_multi_conn_receive req=rdma_multi_conn/rdma_multi_conn_send exports=0
         resp_args=(-nc 2) req_args=(-nc 2 -s "one message per connection") cm_clients=2
         cm_req_args=(-s "one message per connection") ;;
-    multi_conn_srq) pair multi_conn
-        resp_args+=(--srq) ;;
+    srq) pair multi_conn # (rdma_multi_conn's sender: an SRQ is the receiver's business alone)
+        resp=rdma_srq/rdma_srq_receive ;;
     ud) resp=rdma_ud/rdma_ud_receive req=rdma_ud/rdma_ud_send exports=0 req_args=(-s "a numbered datagram") ;;
     bench) resp=rdma_bench/rdma_bench_responder req=rdma_bench/rdma_bench_requester ;;
     file_transfer) resp=rdma_file_transfer/rdma_file_receiver req=rdma_file_transfer/rdma_file_sender exports=0

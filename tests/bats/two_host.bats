@@ -531,10 +531,10 @@ $(cat "$TRACE/$n/$side.out")"
     done
 }
 
-# --- rdma_multi_conn with a shared receive queue (--srq) ---------------------------------------------
+# --- rdma_srq: a shared receive queue ------------------------------------------------------------------
 
-@test "two hosts: rdma_multi_conn --srq with descriptor files, 4 connections on one SRQ on host A" {
-    on_host_a "$(prog rdma_multi_conn_receive)" -nc 4 --srq --srq-limit 4 -ld "$SHARE/recv.desc" -re "$SHARE/send.desc" -t 60
+@test "two hosts: rdma_srq with descriptor files, 4 connections on one SRQ on host A" {
+    on_host_a "$(prog rdma_srq_receive)" -nc 4 --srq-limit 4 -ld "$SHARE/recv.desc" -re "$SHARE/send.desc" -t 60
     on_host_b "$(prog rdma_multi_conn_send)" -nc 4 -ld "$SHARE/send.desc" -re "$SHARE/recv.desc" -t 60 -s "to the SRQ"
     assert_success
     assert_equal "$peer_status" 0
@@ -546,8 +546,8 @@ $(cat "$TRACE/$n/$side.out")"
     done
 }
 
-@test "two hosts: rdma_multi_conn --srq with RDMA CM, a server on host A for 4 client processes on host B" {
-    on_host_a "$(prog rdma_multi_conn_receive)" -cm -nc 4 --srq -t 60
+@test "two hosts: rdma_srq with RDMA CM, a server on host A for 4 client processes on host B" {
+    on_host_a "$(prog rdma_srq_receive)" -cm -nc 4 -t 60
     four_senders_on_host_b "SRQ client"
     assert_success
     assert_equal "$peer_status" 0

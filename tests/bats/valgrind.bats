@@ -60,7 +60,7 @@ assert_clean() {
 @test "valgrind: rdma_atomic, both sides clean" { clean_pair atomic; }
 @test "valgrind: rdma_sync_event, both sides clean" { clean_pair sync_event; }
 @test "valgrind: rdma_multi_conn, both sides clean" { clean_pair multi_conn; }
-@test "valgrind: rdma_multi_conn --srq (a shared receive queue), both sides clean" { clean_pair multi_conn_srq; }
+@test "valgrind: rdma_srq (a shared receive queue), both sides clean" { clean_pair srq; }
 @test "valgrind: rdma_ud, both sides clean" { clean_pair ud; }
 @test "valgrind: rdma_bench, both sides clean" { clean_pair bench; }
 
