@@ -35,7 +35,7 @@ struct Options {
 };
 
 /** Post one atomic on the counter and poll until it completes; return the old value it fetched. */
-static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions &completions, const ibv_mr *mr,
+static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, Completions &completions, const ibv_mr *mr,
                                  const ResourceDescriptor &counter, ibv_wr_opcode opcode, std::uint64_t compare_add,
                                  std::uint64_t swap)
 {
@@ -60,14 +60,7 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, ibv_cq *cq, Compl
                                                    : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
 
     const char *what = fadd ? "the fetch-and-add" : "the compare-and-swap";
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, what, qp->context);
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, what);
+    completions.wait(1, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, args.timeout_s, what);
     //! [post_atomic]
     //! [byte_order]
     // Byte order: compare_add and swap are given in our host order, and the old value comes back in
@@ -86,12 +79,12 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, ibv_cq *cq, Compl
 
 /** --ignore-access: post the fetch-and-add although the export grants no remote atomic. The responder's
  *  QP allows atomics but its memory region does not: its device refuses (IBV_WC_REM_ACCESS_ERR). */
-static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, ibv_cq *cq, Completions &completions,
+static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, Completions &completions,
                           const ibv_mr *mr, const ResourceDescriptor &counter)
 {
     info("(demonstration) the export grants %s, no remote atomic: posting anyway", access_to_string(counter.access).c_str());
     step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
-    post_atomic(args, qp, cq, completions, mr, counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
+    post_atomic(args, qp, completions, mr, counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
     throw Error("the fetch-and-add succeeded although the responder granted no remote atomic",
                 "the responder's memory region must not include IBV_ACCESS_REMOTE_ATOMIC");
 }
@@ -123,7 +116,7 @@ static void run(const Args &args, const Options &opt)
     // limit: max_rd_atomic, the number we may have in flight at the responder (initiator depth),
     // bounded by the device's max_qp_init_rd_atom. With 0 no atomic could be posted. The responder
     // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
-    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
+    const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom); // as for READs (chapter 3)
     //! [rd_atomic]
     Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_atomic_responder)",
                                       rd_atomic, ResourceKind::mmap);
@@ -142,7 +135,7 @@ static void run(const Args &args, const Options &opt)
                     "atomics work on a naturally aligned 64-bit word; the responder must export an aligned counter");
     if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC)) {
         if (opt.ignore_access) {
-            ignore_access(args, opt, qp.get(), cq.get(), completions, mr.get(), counter); // post it anyway
+            ignore_access(args, opt, qp.get(), completions, mr.get(), counter); // post it anyway
             return;
         }
         throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) + ")",
@@ -155,7 +148,7 @@ static void run(const Args &args, const Options &opt)
     if (opt.fetch_add) {
         step(next_step++, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
         const std::uint64_t old =
-            post_atomic(args, qp.get(), cq.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
+            post_atomic(args, qp.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
         now = old + opt.add;
         result("Fetch-and-add: old value %llu, new value %llu", static_cast<unsigned long long>(old),
                static_cast<unsigned long long>(*now));
@@ -165,7 +158,7 @@ static void run(const Args &args, const Options &opt)
         step(next_step++, "post an atomic compare-and-swap: if the counter is %llu, make it %llu", static_cast<unsigned long long>(expect),
              static_cast<unsigned long long>(opt.swap));
         const std::uint64_t found =
-            post_atomic(args, qp.get(), cq.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, opt.swap);
+            post_atomic(args, qp.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, opt.swap);
         const bool swapped = found == expect;
         result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(found), swapped ? "swapped" : "not swapped");
         if (now && found != *now)

@@ -72,10 +72,7 @@ static void run(const Args &args, const Options &opt)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
-    ibv_recv_wr bye{}; // no scatter/gather list: the goodbye carries no data (chapter 2)
-    bye.wr_id = goodbye_wr_id;
-    ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
+    post_goodbye_receive(qp.get()); // no scatter/gather list: the goodbye carries no data (chapter 2)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our counter's descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the counter");
@@ -83,26 +80,14 @@ static void run(const Args &args, const Options &opt)
     // Responder resources (max_dest_rd_atomic): atomics, like READs, that the requester may have in
     // flight at us; our device keeps each one's result until it is sent back. Bounded by the device's
     // max_qp_rd_atom; at least 1, because with 0 our QP refuses every incoming atomic.
-    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
+    const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom); // as for READs (chapter 3)
     //! [dest_rd_atomic]
-    ResourceDescriptor counter{};
-    counter.kind = ResourceKind::mmap;
-    counter.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    counter.length = sizeof(std::uint64_t); // exactly the counter
-    counter.rkey = mr->rkey;
-    counter.access = access;
+    ResourceDescriptor counter = describe_export(mr.get(), access, ResourceKind::mmap, sizeof(std::uint64_t)); // exactly the counter
     Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_atomic_requester)",
                                   rd_atomic, &counter);
 
     step(6, "wait for the goodbye; the atomics themselves give us no completion");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its atomics)", dev.ctx.get());
-    while (!completions.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its atomics)");
+    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its atomics)");
     std::uint64_t value = 0;
     std::memcpy(&value, buf.data(), sizeof value);
     result("Final counter value: %llu (0x%llx)", static_cast<unsigned long long>(value), static_cast<unsigned long long>(value));

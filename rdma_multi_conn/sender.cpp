@@ -192,14 +192,7 @@ static void run(const Args &args)
         CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
         step(5, "post a SEND of \"%s\"; the server posted its receive before accepting", args.message.c_str());
         post_message(qps[0].get(), buf, mr.get(), args.message.size(), 0);
-        ibv_wc wc{};
-        Waiter waiter(args.timeout_s, "the SEND's completion", dev.ctx.get());
-        while (!completions.take(0, wc))
-            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-                completions.keep(wc);
-            else
-                waiter.pause();
-        completions.check(wc, IBV_WC_SEND, "the SEND");
+        completions.wait(0, IBV_WC_SEND, args.timeout_s, "the SEND");
         result("Sender has sent: \"%s\", connection 0", args.message.c_str());
         step(6, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);

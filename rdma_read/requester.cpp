@@ -34,7 +34,7 @@ struct Options {
  * device that checks the QP's access flags first NAKs an invalid request (IBV_WC_REM_INV_REQ_ERR:
  * Soft-RoCE, qib); one that checks the memory region first says IBV_WC_REM_ACCESS_ERR (chapter 3).
  */
-static void try_write(const Args &args, const Device &dev, ibv_qp *qp, ibv_cq *cq, Completions &completions, ibv_sge sge,
+static void try_write(const Args &args, ibv_qp *qp, Completions &completions, ibv_sge sge,
                       const ResourceDescriptor &remote)
 {
     info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway", access_to_string(remote.access).c_str());
@@ -52,14 +52,7 @@ static void try_write(const Args &args, const Device &dev, ibv_qp *qp, ibv_cq *c
     check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
 
     step(7, "poll the completion queue until the WRITE completes");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the RDMA WRITE's completion", dev.ctx.get());
-    while (!completions.take(1, wc))
-        if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE into memory that grants only remote read");
+    completions.wait(1, IBV_WC_RDMA_WRITE, args.timeout_s, "the RDMA WRITE into memory that grants only remote read");
     throw Error("the RDMA WRITE succeeded although the responder granted only remote read",
                 "the responder's memory region must not include IBV_ACCESS_REMOTE_WRITE");
 }
@@ -113,7 +106,7 @@ static void run(const Args &args, const Options &opt)
     sge.length = len;
     sge.lkey = mr->lkey;
     if (opt.try_write) {
-        try_write(args, dev, qp.get(), cq.get(), completions, sge, remote);
+        try_write(args, qp.get(), completions, sge, remote);
         return;
     }
     if (!(remote.access & IBV_ACCESS_REMOTE_READ))
@@ -136,14 +129,7 @@ static void run(const Args &args, const Options &opt)
     //! [post_read]
 
     step(7, "poll the completion queue until the READ completes");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the RDMA READ's completion", dev.ctx.get());
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RDMA_READ, "the RDMA READ");
+    completions.wait(1, IBV_WC_RDMA_READ, args.timeout_s, "the RDMA READ");
     const std::size_t n = strnlen(buf.data(), len);
     result("Read from responder: \"%.*s\"", static_cast<int>(n), buf.data());
 

@@ -48,10 +48,7 @@ static void run(const Args &args)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
-    ibv_recv_wr bye{}; // no scatter/gather list: the goodbye carries no data (chapter 2)
-    bye.wr_id = goodbye_wr_id;
-    ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
+    post_goodbye_receive(qp.get()); // no scatter/gather list: the goodbye carries no data (chapter 2)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
@@ -62,24 +59,12 @@ static void run(const Args &args)
     // max_qp_rd_atom; at least 1, because with 0 our QP answers every incoming READ with a NAK.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
     //! [rd_atomic]
-    ResourceDescriptor exported{};
-    exported.kind = ResourceKind::mmap;
-    exported.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    exported.length = static_cast<std::uint32_t>(buf.size()); // exactly the registered range
-    exported.rkey = mr->rkey;
-    exported.access = access;
+    ResourceDescriptor exported = describe_export(mr.get(), access); // exactly the registered range (chapter 2)
     Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_read_requester)",
                                   rd_atomic, &exported);
 
     step(6, "wait for the goodbye; the READ itself gives us no completion");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its READ)", dev.ctx.get());
-    while (!completions.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its READ)");
+    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its READ)");
     result("Responder memory still holds: \"%s\"", args.message.c_str());
     if (std::memcmp(buf.data(), args.message.data(), args.message.size()) != 0)
         throw Error("the exported buffer changed although it grants no remote write", "this should never happen; check dmesg");

@@ -24,30 +24,6 @@ struct Options {
     bool prepost = true;                         ///< --no-prepost-receive: the demonstration below
 };
 
-/**
- * --no-prepost-receive: connect with no receive posted. The sender's SEND finds nothing to fill: our
- * device answers each try with an RNR NAK (Receiver Not Ready), and after rnr_retry tries the sender
- * fails with IBV_WC_RNR_RETRY_EXC_ERR. Nothing ever completes here, so our wait runs out.
- */
-static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions)
-{
-    step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
-    step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
-                        : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
-    Exchange exchange = accept_requester(args, dev, pd, qp, completions, "the sender (rdma_send)", 0, nullptr);
-
-    step(6, "poll the completion queue until the message has arrived");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the message from the sender", dev.ctx.get());
-    while (!completions.take(1, wc)) // times out: no receive, no completion
-        if (check_poll(ibv_poll_cq(completions.cq(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV, "the message from the sender");
-    throw Error("a message arrived although no receive was posted", "this should never happen; check dmesg");
-}
-
 static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
@@ -67,24 +43,26 @@ static void run(const Args &args, const Options &opt)
     Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    if (!opt.prepost) {
-        no_prepost_receive(args, dev, pd.get(), qp.get(), completions);
-        return;
+    if (opt.prepost) {
+        step(4, "post a receive for up to %zu bytes BEFORE the sender can send", opt.recv_size);
+        //! [post_recv]
+        ibv_sge sge{};
+        sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+        sge.length = static_cast<std::uint32_t>(buf.size()); // a longer message fails (LOC_LEN_ERR or LOC_QP_OP_ERR)
+        sge.lkey = mr->lkey;
+        ibv_recv_wr wr{};
+        wr.wr_id = 1;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr *bad_wr = nullptr;
+        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+        //! [post_recv]
+    } else {
+        // --no-prepost-receive: the sender's SEND finds nothing to fill. Our device answers each try with
+        // an RNR NAK (Receiver Not Ready); after rnr_retry tries the sender fails with
+        // IBV_WC_RNR_RETRY_EXC_ERR. Nothing ever completes here, so our wait in step 6 runs out.
+        step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
     }
-
-    step(4, "post a receive for up to %zu bytes BEFORE the sender can send", opt.recv_size);
-    //! [post_recv]
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    sge.length = static_cast<std::uint32_t>(buf.size()); // a longer message fails (LOC_LEN_ERR or LOC_QP_OP_ERR)
-    sge.lkey = mr->lkey;
-    ibv_recv_wr wr{};
-    wr.wr_id = 1;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
-    //! [post_recv]
 
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
@@ -92,14 +70,9 @@ static void run(const Args &args, const Options &opt)
     Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has arrived");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the message from the sender", dev.ctx.get());
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV, "the message from the sender");
+    const ibv_wc wc = completions.wait(1, IBV_WC_RECV, args.timeout_s, "the message from the sender");
+    if (!opt.prepost)
+        throw Error("a message arrived although no receive was posted", "this should never happen; check dmesg");
     // byte_len is how many bytes the SEND carried: the buffer holds exactly those.
     result("Got from sender: \"%.*s\"", static_cast<int>(wc.byte_len), buf.data());
 

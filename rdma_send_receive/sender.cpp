@@ -72,14 +72,7 @@ static void run(const Args &args)
 
     step(6, "poll the completion queue until the SEND completes");
     // Success means the receiver's device acknowledged the message into a posted receive.
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the SEND completion", dev.ctx.get());
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_SEND, "the SEND completion");
+    completions.wait(1, IBV_WC_SEND, args.timeout_s, "the SEND completion");
     result("Sender has sent: \"%s\"", args.message.c_str());
 
     // No goodbye: this SEND was the last message. The receiver keeps its QP a moment after it, so that

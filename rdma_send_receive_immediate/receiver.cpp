@@ -33,34 +33,6 @@ struct Options {
 
 using doca::immediate; // 0xABCD, DOCA's immediate value, which the sender puts in every SEND with immediate
 
-/**
- * --no-prepost-receive: connect with no receive posted. Even an empty SEND with immediate needs one
- * (the immediate has to land in a completion), so the sender's SEND is refused (Receiver Not Ready)
- * until its RNR retries run out; nothing ever completes here, and our wait runs out.
- */
-static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions)
-{
-    step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
-    step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
-                        : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
-    Exchange exchange = accept_requester(args, dev, pd, qp, completions, "the sender (rdma_send_immediate)", 0, nullptr);
-
-    step(6, "poll the completion queue until the message has landed in our receive");
-    ibv_wc wc{};
-    const std::string what = "the sender's message, with no receive posted (--no-prepost-receive)";
-    Waiter waiter(args.timeout_s, what,
-                  "nothing can arrive without a posted receive: the sender's SEND was refused (Receiver Not Ready). "
-                  "Failing to submit a receive task prior to the send task results in a fatal failure; run without "
-                  "--no-prepost-receive");
-    while (!completions.take(1, wc)) // times out: no receive, no completion
-        if (check_poll(ibv_poll_cq(completions.cq(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV, what);
-    throw Error("a message arrived although no receive was posted", "this should never happen; check dmesg");
-}
-
 static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
@@ -86,27 +58,29 @@ static void run(const Args &args, const Options &opt)
     Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    if (!opt.prepost) {
-        no_prepost_receive(args, dev, pd.get(), qp.get(), completions);
-        return;
+    if (opt.prepost) {
+        step(4, "post a receive for the sender's message, before anyone can send it");
+        //! [post_recv]
+        // A receive looks the same whether or not the SEND brings an immediate: only the completion tells
+        // the difference.
+        ibv_sge sge{};
+        sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the message will land...
+        sge.length = static_cast<std::uint32_t>(buf.size());     // ...and the most it may hold
+        sge.lkey = mr->lkey;
+        ibv_recv_wr wr{};
+        wr.wr_id = 1;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr *bad_wr = nullptr;
+        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+        //! [post_recv]
+        info("posted a receive of %zu bytes at %p", buf.size(), buf.data());
+    } else {
+        // --no-prepost-receive: even an empty SEND with immediate needs a receive (the immediate has to
+        // land in a completion), so the sender's SEND is refused (Receiver Not Ready) until its RNR
+        // retries run out; nothing ever completes here, and our wait in step 6 runs out.
+        step(4, "(demonstration) post NO receive: the sender's SEND will find nothing to fill");
     }
-
-    step(4, "post a receive for the sender's message, before anyone can send it");
-    //! [post_recv]
-    // A receive looks the same whether or not the SEND brings an immediate: only the completion tells
-    // the difference.
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the message will land...
-    sge.length = static_cast<std::uint32_t>(buf.size());     // ...and the most it may hold
-    sge.lkey = mr->lkey;
-    ibv_recv_wr wr{};
-    wr.wr_id = 1;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
-    //! [post_recv]
-    info("posted a receive of %zu bytes at %p", buf.size(), buf.data());
 
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
@@ -114,14 +88,14 @@ static void run(const Args &args, const Options &opt)
     Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send_immediate)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has landed in our receive");
+    const std::string what = opt.prepost ? "the sender's message"
+                                         : "the sender's message, with no receive posted (--no-prepost-receive)";
+    const std::string hint = opt.prepost ? "" // (the general one)
+                                         : "nothing can arrive without a posted receive: the sender's SEND was refused "
+                                           "(Receiver Not Ready). Failing to submit a receive task prior to the send "
+                                           "task results in a fatal failure; run without --no-prepost-receive";
     //! [poll_recv]
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the sender's message", dev.ctx.get());
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
+    const ibv_wc wc = completions.poll_for(1, args.timeout_s, what, hint);
     // A message longer than the posted receive: mlx5 says IBV_WC_LOC_LEN_ERR; Soft-RoCE (rxe) and
     // qib report the same event as IBV_WC_LOC_QP_OP_ERR. Our receive is well formed, so
     // either status here means the message did not fit. The sender's SEND fails as well.
@@ -133,6 +107,8 @@ static void run(const Args &args, const Options &opt)
                         "message (-s takes up to 256 bytes)");
     completions.check(wc, IBV_WC_RECV, "the receive"); // a SEND with immediate completes as IBV_WC_RECV, too
     //! [poll_recv]
+    if (!opt.prepost)
+        throw Error("a message arrived although no receive was posted", "this should never happen; check dmesg");
     info("completion: IBV_WC_RECV, byte_len %u, IBV_WC_WITH_IMM %s", wc.byte_len,
          (wc.wc_flags & IBV_WC_WITH_IMM) ? "set" : "not set");
 

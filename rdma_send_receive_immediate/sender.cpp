@@ -80,13 +80,7 @@ static void run(const Args &args)
     //! [post_send_imm]
 
     step(6, "poll the completion queue until the receiver has acknowledged the SEND");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the SEND with immediate completion", dev.ctx.get());
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
+    const ibv_wc wc = completions.poll_for(1, args.timeout_s, "the SEND with immediate completion");
     //! [send_errors]
     // As for a plain SEND: a failure here means the RECEIVER was not ready for it. A SEND with immediate
     // consumes a posted receive too, even with no data (the immediate has to land in a completion).

@@ -28,7 +28,7 @@ using doca::notify_value; // 0xD0CA, DOCA's first notify-set
 using doca::done_value;   // UINT64_MAX, DOCA's completion value
 
 /** One 8-byte RDMA WRITE (notify-set) or READ (get) of the remote event: post it, poll until it completes. */
-static void post_event_op(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions &completions, const ibv_mr *mr, char *local,
+static void post_event_op(const Args &args, ibv_qp *qp, Completions &completions, const ibv_mr *mr, char *local,
                           const ResourceDescriptor &event, ibv_wr_opcode opcode)
 {
     const bool notify_set = opcode == IBV_WR_RDMA_WRITE;
@@ -50,14 +50,7 @@ static void post_event_op(const Args &args, ibv_qp *qp, ibv_cq *cq, Completions 
                                                          : "ibv_post_send(RDMA_READ: get)");
 
     const char *what = notify_set ? "the notify-set (RDMA WRITE)" : "the get (RDMA READ)";
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, what, qp->context);
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, notify_set ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, what);
+    completions.wait(1, notify_set ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, args.timeout_s, what);
     //! [post_event_op]
 }
 
@@ -83,7 +76,7 @@ static void run(const Args &args)
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its sync-event descriptor"
                         : "exchange descriptors with the responder and get its sync-event descriptor");
-    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16)); // for the READs
+    const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom); // for the READs (chapter 3)
     Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_sync_event_responder)",
                                       rd_atomic, ResourceKind::sync_event);
     const ResourceDescriptor &event = exchange.resource;
@@ -106,7 +99,7 @@ static void run(const Args &args)
 
     step(5, "notify-set: RDMA WRITE 0x%llx into the remote event", static_cast<unsigned long long>(notify_value));
     std::memcpy(set, &notify_value, sizeof notify_value);
-    post_event_op(args, qp.get(), cq.get(), completions, mr.get(), set, event, IBV_WR_RDMA_WRITE);
+    post_event_op(args, qp.get(), completions, mr.get(), set, event, IBV_WR_RDMA_WRITE);
 
     step(6, "get: RDMA READ the event until the responder has moved it past 0x%llx",
          static_cast<unsigned long long>(notify_value));
@@ -115,7 +108,7 @@ static void run(const Args &args)
     Waiter waiter(args.timeout_s, "the sync event to pass 0xd0ca (the responder signals 0xd0cb)",
                   "the responder is stopped or gone; check its output");
     for (;;) {
-        post_event_op(args, qp.get(), cq.get(), completions, mr.get(), got, event, IBV_WR_RDMA_READ);
+        post_event_op(args, qp.get(), completions, mr.get(), got, event, IBV_WR_RDMA_READ);
         std::memcpy(&value, got, sizeof value);
         if (value != last) {
             result("Received sync event value 0x%llx", static_cast<unsigned long long>(value));
@@ -129,7 +122,7 @@ static void run(const Args &args)
 
     step(7, "notify-set the completion value UINT64_MAX");
     std::memcpy(set, &done_value, sizeof done_value);
-    post_event_op(args, qp.get(), cq.get(), completions, mr.get(), set, event, IBV_WR_RDMA_WRITE);
+    post_event_op(args, qp.get(), completions, mr.get(), set, event, IBV_WR_RDMA_WRITE);
     result("Remote sync event has been notified for completion successfully");
 
     step(8, "say goodbye with a zero-length SEND, so the responder may release its memory");

@@ -91,21 +91,13 @@ static void run(const Args &args, const Options &opt)
     // last WRITE (an RC QP executes in order), so it waits in the CQ until step 9 polls it; or it is
     // flushed (IBV_WC_WR_FLUSH_ERR) if our QP fails. The requester's WRITEs and READs complete
     // nothing here: we see them only by reading the event.
-    ibv_recv_wr bye{}; // no scatter/gather list: the goodbye carries no data (chapter 2)
-    bye.wr_id = goodbye_wr_id;
-    ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
+    post_goodbye_receive(qp.get()); // no scatter/gather list: the goodbye carries no data (chapter 2)
     //! [completions]
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our sync-event descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the sync event");
-    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16)); // the requester's READs
-    ResourceDescriptor se{};
-    se.kind = ResourceKind::sync_event;
-    se.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    se.length = sizeof(std::uint64_t);
-    se.rkey = mr->rkey;
-    se.access = access;
+    const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom); // the requester's READs (chapter 3)
+    ResourceDescriptor se = describe_export(mr.get(), access, ResourceKind::sync_event, sizeof(std::uint64_t));
     Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_sync_event_requester)",
                                   rd_atomic, &se);
 
@@ -125,14 +117,7 @@ static void run(const Args &args, const Options &opt)
     result("Sync event completion value 0x%llx received", static_cast<unsigned long long>(done_value));
 
     step(9, "wait for the goodbye, then release the event");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND)", dev.ctx.get());
-    while (!completions.take(goodbye_wr_id, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND)");
+    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND)");
 
     step(10, args.use_cm ? "disconnect from the requester (RDMA CM)"
                          : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");

@@ -199,13 +199,7 @@ static void run(const Args &args, const Options &opt)
     // Success means our device has sent the datagram (or, above the MTU, dropped it: IBTA C10-93.1.1
     // says it sends nothing and reports no error). Nobody acknowledges a datagram.
     for (int i = 1; i <= opt.iters; ++i) {
-        ibv_wc wc{};
-        Waiter waiter(args.timeout_s, "the completion of SEND #" + std::to_string(i), dev.ctx.get());
-        while (!completions.take(static_cast<std::uint64_t>(i), wc)) // the poll loop of chapter 2
-            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-                completions.keep(wc);
-            else
-                waiter.pause();
+        const ibv_wc wc = completions.poll_for(static_cast<std::uint64_t>(i), args.timeout_s, "the completion of SEND #" + std::to_string(i));
         if (i == 1 && opt.over_mtu && wc.status != IBV_WC_SUCCESS) { // a device that reports it anyway
             info("SEND #1 (above the MTU) completed with %s", wc_status_name(wc.status));
             continue;

@@ -215,13 +215,8 @@ static void run(const Args &args)
     bye.opcode = IBV_WR_SEND;
     bye.send_flags = IBV_SEND_SIGNALED;
     check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
-    Waiter bye_waiter(args.timeout_s, "the goodbye SEND's completion", dev.ctx.get());
-    while (!completions.take(goodbye_wr_id, wc))
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            bye_waiter.pause();
-    completions.check(wc, IBV_WC_SEND, "the goodbye SEND"); // its ACK came back: the responder has it
+    // The loop of step 7 again, as one call (completions.hpp): every later lesson waits this way.
+    completions.wait(goodbye_wr_id, IBV_WC_SEND, args.timeout_s, "the goodbye SEND"); // its ACK came back: the responder has it
     //! [goodbye]
 
     if (args.use_cm) {

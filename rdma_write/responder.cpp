@@ -112,15 +112,8 @@ static void run(const Args &args)
     step(7, "wait for the goodbye; the WRITE itself gives us no completion");
     //! [goodbye]
     // With -cm, the goodbye may complete before our descriptor SEND did (its ACK came late): that
-    // wait kept the goodbye's completion, and take() finds it here.
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the requester's goodbye (a zero-length SEND after its WRITE)", dev.ctx.get());
-    while (!completions.take(goodbye_wr_id, wc))
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV, "the requester's goodbye (a zero-length SEND after its WRITE)");
+    // wait kept the goodbye's completion, and this one finds it.
+    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its WRITE)");
     //! [goodbye]
 
     step(8, "read what the requester wrote into our memory");

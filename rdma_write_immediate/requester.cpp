@@ -84,14 +84,7 @@ static void run(const Args &args)
     //! [post_write_imm]
 
     step(6, "poll the completion queue until the WRITE completes");
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the completion of the RDMA WRITE with immediate", dev.ctx.get());
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE with immediate"); // our side: IBV_WC_RDMA_WRITE, no "IMM"
+    completions.wait(1, IBV_WC_RDMA_WRITE, args.timeout_s, "the RDMA WRITE with immediate"); // our side: IBV_WC_RDMA_WRITE, no "IMM"
     result("Requester has written: \"%s\" with immediate 0x%x", args.message.c_str(), immediate);
     // No goodbye, unlike rdma_write: the immediate already gave the responder its completion, and on
     // RC that completion comes only after the written bytes are in its memory. The responder keeps its

@@ -31,33 +31,6 @@ struct Options {
     bool prepost = true; ///< --no-prepost-receive: the demonstration below instead of the receive
 };
 
-/**
- * --no-prepost-receive: connect without a receive posted. The WRITE with immediate finds nothing to
- * consume, our device answers "Receiver Not Ready", and the requester, after rnr_retry retries, fails
- * with IBV_WC_RNR_RETRY_EXC_ERR. We wait for a completion that cannot come, until -t.
- */
-static void no_prepost_receive(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
-                               ResourceDescriptor &exported)
-{
-    step(4, "(demonstration) post NO receive: the WRITE with immediate will find nothing to consume");
-    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
-                        : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    Exchange exchange = accept_requester(args, dev, pd, qp, completions, "the requester (rdma_write_immediate_requester)", 0, &exported);
-
-    step(6, "poll the completion queue: the immediate says the write has landed");
-    const std::string what = "the requester's RDMA WRITE with immediate, which cannot complete here: "
-                             "--no-prepost-receive posted no receive for it to consume";
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, what, dev.ctx.get());
-    while (!completions.take(1, wc))
-        if (check_poll(ibv_poll_cq(completions.cq(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV_RDMA_WITH_IMM, what);
-    throw Error("a receive completed although none was posted", "this should never happen; check dmesg");
-}
-
 static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
@@ -71,12 +44,7 @@ static void run(const Args &args, const Options &opt)
     // DOCA's table, as rdma_write: local read/write + remote write on the mmap and the QP.
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
-    ResourceDescriptor exported{}; // what we export in step 5: exactly the registered range
-    exported.kind = ResourceKind::mmap;
-    exported.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    exported.length = static_cast<std::uint32_t>(buf.size());
-    exported.rkey = mr->rkey;
-    exported.access = access;
+    ResourceDescriptor exported = describe_export(mr.get(), access); // what step 5 exports: exactly the registered range
 
     step(3, "create a completion queue and an RC queue pair that accepts remote writes, and move it to INIT");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
@@ -86,21 +54,24 @@ static void run(const Args &args, const Options &opt)
     Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
-    if (!opt.prepost) {
-        no_prepost_receive(args, dev, pd.get(), qp.get(), completions, exported);
-        return;
+    if (opt.prepost) {
+        step(4, "post a receive for the immediate BEFORE we publish anything");
+        //! [post_recv]
+        // The WRITE with immediate consumes one receive from our queue. Posted before our descriptors
+        // are published, it is surely there when the WRITE arrives; without it our device answers
+        // "Receiver Not Ready" and the requester retries (rnr_retry) and then fails.
+        ibv_recv_wr wr{};
+        wr.wr_id = 1;
+        wr.num_sge = 0; // no buffer: the data goes to the rkey's memory, only the immediate comes here
+        ibv_recv_wr *bad_wr = nullptr;
+        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+        //! [post_recv]
+    } else {
+        // --no-prepost-receive: the WRITE with immediate finds nothing to consume, our device answers
+        // "Receiver Not Ready", and the requester, after rnr_retry retries, fails with
+        // IBV_WC_RNR_RETRY_EXC_ERR. Our wait in step 6 is for a completion that cannot come, until -t.
+        step(4, "(demonstration) post NO receive: the WRITE with immediate will find nothing to consume");
     }
-    step(4, "post a receive for the immediate BEFORE we publish anything");
-    //! [post_recv]
-    // The WRITE with immediate consumes one receive from our queue. Posted before our descriptors
-    // are published, it is surely there when the WRITE arrives; without it our device answers
-    // "Receiver Not Ready" and the requester retries (rnr_retry) and then fails.
-    ibv_recv_wr wr{};
-    wr.wr_id = 1;
-    wr.num_sge = 0; // no buffer: the data goes to the rkey's memory, only the immediate comes here
-    ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
-    //! [post_recv]
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
@@ -108,20 +79,18 @@ static void run(const Args &args, const Options &opt)
                                   0, &exported);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
+    const std::string what = opt.prepost ? "the requester's RDMA WRITE with immediate"
+                                         : "the requester's RDMA WRITE with immediate, which cannot complete here: "
+                                           "--no-prepost-receive posted no receive for it to consume";
     //! [poll_imm]
     // This completion is our only notification: unlike rdma_write, no goodbye SEND follows. With -cm it
     // may come before our descriptor SEND's own completion (chapter 2): that wait kept it for us.
-    ibv_wc wc{};
-    Waiter waiter(args.timeout_s, "the requester's RDMA WRITE with immediate", dev.ctx.get());
-    while (!completions.take(1, wc)) // the poll loop of chapter 2
-        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);
-        else
-            waiter.pause();
-    completions.check(wc, IBV_WC_RECV_RDMA_WITH_IMM, "the requester's RDMA WRITE with immediate");
+    const ibv_wc wc = completions.wait(1, IBV_WC_RECV_RDMA_WITH_IMM, args.timeout_s, what);
     if (!(wc.wc_flags & IBV_WC_WITH_IMM) || ntohl(wc.imm_data) != immediate)
         throw Error("the completion carries no immediate 0xabcd", "is the peer rdma_write_immediate_requester?");
     //! [poll_imm]
+    if (!opt.prepost)
+        throw Error("a receive completed although none was posted", "this should never happen; check dmesg");
     // byte_len is the number of bytes the WRITE put into our buffer (the exported range was zeroed, and
     // a -w string holds no NUL byte, so the two must agree).
     const std::size_t in_buffer = strnlen(buf.data(), buf.size());

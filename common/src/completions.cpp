@@ -95,15 +95,21 @@ std::optional<ibv_wc> Completions::first_error() const
     return std::nullopt;
 }
 
-ibv_wc Completions::wait(std::uint64_t wr_id, ibv_wc_opcode expected, int timeout_s, const std::string &what)
+ibv_wc Completions::poll_for(std::uint64_t wr_id, int timeout_s, const std::string &what, const std::string &hint)
 {
     ibv_wc wc{};
-    Waiter waiter(timeout_s, what, cq_->context);
-    while (!take(wr_id, wc))
+    Waiter waiter = hint.empty() ? Waiter(timeout_s, what, cq_->context) : Waiter(timeout_s, what, hint);
+    while (!take(wr_id, wc)) // the loop of rdma_write/requester.cpp, step 7
         if (check_poll(ibv_poll_cq(cq_, 1, &wc)) == 1)
             keep(wc);
         else
             waiter.pause();
+    return wc;
+}
+
+ibv_wc Completions::wait(std::uint64_t wr_id, ibv_wc_opcode expected, int timeout_s, const std::string &what)
+{
+    const ibv_wc wc = poll_for(wr_id, timeout_s, what);
     check(wc, expected, what);
     return wc;
 }

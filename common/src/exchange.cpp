@@ -126,6 +126,25 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
     return exchange;
 }
 
+ResourceDescriptor describe_export(const ibv_mr *mr, int access, ResourceKind kind, std::uint32_t length)
+{
+    ResourceDescriptor d{};
+    d.kind = kind;
+    d.addr = reinterpret_cast<std::uintptr_t>(mr->addr);
+    d.length = length ? length : static_cast<std::uint32_t>(mr->length);
+    d.rkey = mr->rkey;
+    d.access = access;
+    return d;
+}
+
+void post_goodbye_receive(ibv_qp *qp)
+{
+    ibv_recv_wr bye{};
+    bye.wr_id = goodbye_wr_id;
+    ibv_recv_wr *bad_wr = nullptr;
+    check_rc(ibv_post_recv(qp, &bye, &bad_wr), "ibv_post_recv(goodbye)");
+}
+
 void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s)
 {
     ibv_send_wr bye{}; // no scatter/gather list: zero bytes

@@ -14,8 +14,9 @@
  * CQ per work queue; the samples keep one CQ, the common case in real programs.)
  *
  * The sorting is pure (keep(), take(), no device), and tests/unit/test_completions.cpp feeds it
- * completions in both orders. Each sample writes its poll loop out around take() and keep(); wait()
- * is the same loop for the common library's own work requests (the in-band descriptor).
+ * completions in both orders. rdma_write's requester writes the poll loop out around take() and keep()
+ * (chapter 2, "Poll for the completion"); every other wait in the samples is that loop as one call:
+ * wait(), or poll_for() where the lesson looks at the status itself.
  */
 #pragma once
 
@@ -58,6 +59,19 @@ public:
      * @return the completion
      */
     ibv_wc wait(std::uint64_t wr_id, ibv_wc_opcode expected, int timeout_s, const std::string &what);
+
+    /**
+     * @brief The poll loop of chapter 2 as one call: wait, bounded by @p timeout_s, for the completion
+     * of work request @p wr_id, keeping any other completion for a later wait. Not checked: for a
+     * lesson that looks at the status itself (wait() is this, then check()).
+     * @param wr_id     the wr_id the work request was posted with
+     * @param timeout_s give up after this many seconds
+     * @param what      what the work request was, for the timeout message
+     * @param hint      what to check on a timeout; empty: the general one, with the device's
+     *                  asynchronous events named
+     * @return the completion, whatever its status
+     */
+    ibv_wc poll_for(std::uint64_t wr_id, int timeout_s, const std::string &what, const std::string &hint = {});
 
     /**
      * @brief Keep a completion that nobody waits for yet.

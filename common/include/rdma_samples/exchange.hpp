@@ -123,6 +123,26 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
                           const std::string &peer, int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
 
 /**
+ * @brief What a responder exports, as rdma_write/responder.cpp writes it out: the registered range
+ * (or its first @p length bytes), its rkey and the access it grants. The exchange adds the nonces.
+ * @param mr     the memory region to export
+ * @param access what the region grants (the flags it was registered with)
+ * @param kind   an mmap, or a sync event (chapter 8)
+ * @param length bytes from the start of the region; 0: all of it
+ * @return the descriptor, for accept_requester()
+ */
+ResourceDescriptor describe_export(const ibv_mr *mr, int access, ResourceKind kind = ResourceKind::mmap,
+                                   std::uint32_t length = 0);
+
+/**
+ * @brief The responder's receive for the goodbye, as rdma_write/responder.cpp's step 4 writes it out:
+ * no scatter/gather list (the goodbye carries no data), wr_id goodbye_wr_id. Post it before the
+ * requester can reach the QP, so that the goodbye never meets "Receiver Not Ready".
+ * @param qp our QP, in INIT or later
+ */
+void post_goodbye_receive(ibv_qp *qp);
+
+/**
  * @brief The requester's goodbye, as rdma_write/requester.cpp's step 8 writes it out: post a
  * zero-length SEND (wr_id goodbye_wr_id, no scatter/gather list), which consumes the receive the
  * responder posted before it could be reached, and wait (bounded) for its completion.

@@ -11,6 +11,7 @@
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/verbs.hpp>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace rdma_samples {
@@ -114,6 +115,16 @@ void qp_to_init(ibv_qp *qp, const Device &dev, int remote_access);
  * @param max_dest_rd_atomic READs/atomics the peer may have outstanding at us (0 if none)
  */
 void qp_to_rtr(ibv_qp *qp, const Device &dev, const ConnectionDescriptor &remote, int max_dest_rd_atomic = 0);
+
+/**
+ * @brief How many READs and atomics may be in flight on one QP, as rdma_read (chapter 3) writes it
+ * out: the device's limit, at most @p cap, at least 1 (with 0, none could be posted or accepted).
+ * @param device_limit max_qp_init_rd_atom for our own (initiator depth, max_rd_atomic), or
+ *                     max_qp_rd_atom for the peer's at us (responder resources, max_dest_rd_atomic)
+ * @param cap          the most this program needs
+ * @return the depth
+ */
+inline int rd_atomic_depth(int device_limit, int cap = 16) { return std::max(1, std::min(device_limit, cap)); }
 
 /**
  * @brief RTR -> RTS: the QP may now send.
