@@ -7,7 +7,7 @@
  */
 #pragma once
 
-#include "options.hpp"
+#include "support/options.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>

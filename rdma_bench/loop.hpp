@@ -10,7 +10,7 @@
 #pragma once
 
 #include "cq_wait.hpp"
-#include "options.hpp"
+#include "support/options.hpp"
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor.hpp>

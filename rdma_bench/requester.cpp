@@ -9,9 +9,9 @@
  */
 #include "bench_qp.hpp"
 #include "loop.hpp"
-#include "options.hpp"
-#include "stats.hpp"
-#include "verify.hpp"
+#include "support/options.hpp"
+#include "support/stats.hpp"
+#include "support/verify.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
@@ -135,9 +135,11 @@ static void run(const Args &args, const Options &o)
     char *out = buf.data(), *landing = buf.data() + region;
     for (std::uint32_t i = 0; i < region; ++i)
         out[i] = pattern(i);
-    // Remote write on the landing region: the WRITE ping-pong's answer arrives there.
-    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
-                   "ibv_reg_mr"));
+    // Least privilege: remote write on the landing region only when the responder writes into it, the
+    // answers of a WRITE (or WRITE with immediate) ping-pong. A READ's or an atomic's response and a
+    // received SEND are written there by our own device: local write is enough.
+    const int landing_access = o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm) ? IBV_ACCESS_REMOTE_WRITE : 0;
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | landing_access), "ibv_reg_mr"));
 
     step(3, "create a completion queue%s and %s: depth %u, signal every %u, inline up to %lld bytes",
          o.events ? " with a completion channel" : "", qps_text(o).c_str(), o.tx_depth, o.cq_mod,
@@ -145,8 +147,7 @@ static void run(const Args &args, const Options &o)
     CompChannelPtr channel(o.events ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.qps * (o.tx_depth + o.rx_depth + 4)), nullptr, channel.get(), 0),
                    "ibv_create_cq"));
-    // A ping-pong's answer is written into our landing region: remote write.
-    std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), o, IBV_ACCESS_REMOTE_WRITE);
+    std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), o, landing_access); // (the QP grants the same)
     Completions completions(cq.get()); // the set-up's and the goodbye's poll loops (by wr_id); the measuring loops poll themselves
     for (const QpPtr &qp : qps)
         info("QPN 0x%06x, state INIT", qp->qp_num);
@@ -159,7 +160,7 @@ static void run(const Args &args, const Options &o)
                             : "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS");
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
-    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 255));
+    const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom, 255);
     std::vector<Exchange> exchanges;
     for (std::uint32_t i = 0; i < o.qps; ++i) // the responder exports its memory once, to QP 0
         exchanges.push_back(connect_to_responder(args_for_qp(args, i, o.qps), dev, pd.get(), qps[i].get(), completions,
@@ -175,7 +176,7 @@ static void run(const Args &args, const Options &o)
     const ResourceDescriptor ours{.kind = ResourceKind::mmap, .nonce = new_nonce(), .peer_nonce = {},
                                   .addr = reinterpret_cast<std::uintptr_t>(landing),
                                   .length = static_cast<std::uint32_t>(slices), .rkey = mr->rkey,
-                                  .access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE};
+                                  .access = IBV_ACCESS_LOCAL_WRITE | landing_access};
     send_descriptor(pd.get(), qps.front().get(), completions, format_descriptor(ours), args.timeout_s);
     info("responder exports addr 0x%llx, length %u, rkey 0x%x; we sent ours in-band",
          static_cast<unsigned long long>(peer.addr), peer.length, peer.rkey);

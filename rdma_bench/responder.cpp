@@ -9,9 +9,9 @@
  */
 #include "bench_qp.hpp"
 #include "loop.hpp"
-#include "options.hpp"
-#include "stats.hpp"
-#include "verify.hpp"
+#include "support/options.hpp"
+#include "support/stats.hpp"
+#include "support/verify.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
@@ -109,13 +109,9 @@ static void run(const Args &args, const Options &o)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM (a connection per QP, on ports -lp and up), then SEND it our mmap descriptor"
                         : "wait for the requester, move the QPs to RTR and RTS, export the buffer");
-    const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 255)); // (requester.cpp)
-    ResourceDescriptor exported{};
-    exported.kind = ResourceKind::mmap;
-    exported.addr = reinterpret_cast<std::uintptr_t>(buf.data());
-    exported.length = static_cast<std::uint32_t>(slices);
-    exported.rkey = mr->rkey;
-    exported.access = IBV_ACCESS_LOCAL_WRITE | remote;
+    const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom, 255); // (requester.cpp)
+    ResourceDescriptor exported = describe_export(mr.get(), IBV_ACCESS_LOCAL_WRITE | remote, ResourceKind::mmap,
+                                                  static_cast<std::uint32_t>(slices));
     std::vector<Exchange> exchanges;
     for (std::uint32_t i = 0; i < o.qps; ++i) // the buffer is exported once, to QP 0
         exchanges.push_back(accept_requester(args_for_qp(args, i, o.qps), dev, pd.get(), qps[i].get(), completions,
@@ -124,6 +120,14 @@ static void run(const Args &args, const Options &o)
                                                               "the requester's SEND", ResourceKind::mmap);
     info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
          peer.length, peer.rkey);
+    // A WRITE ping-pong answers into that region: only inside what the requester exported, and only if
+    // it granted remote write (the requester checks our export the same way).
+    if (o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm) &&
+        (peer.length < slices || !(peer.access & IBV_ACCESS_REMOTE_WRITE)))
+        throw Error("the requester's landing region (" + std::to_string(peer.length) + " bytes, " +
+                        access_to_string(peer.access) + ") cannot take our " + std::to_string(slices) +
+                        "-byte answers by remote write",
+                    "start both sides with the same --op, --mode, --size/--all and -q");
 
     Loop loop(o, CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield));
     for (std::uint32_t i = 0; i < o.qps; ++i) {

@@ -10,8 +10,8 @@
  * and one chunk more, whatever the file's size. See sender.cpp for the other side.
  */
 #include "events.hpp"
-#include "files.hpp"
-#include "options.hpp"
+#include "support/files.hpp"
+#include "support/options.hpp"
 #include "protocol.hpp"
 
 #include <rdma_samples/args.hpp>

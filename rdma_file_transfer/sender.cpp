@@ -11,8 +11,8 @@
  * Memory is at most the ring's size, and never more than the file needs. See receiver.cpp.
  */
 #include "events.hpp"
-#include "files.hpp"
-#include "options.hpp"
+#include "support/files.hpp"
+#include "support/options.hpp"
 #include "protocol.hpp"
 
 #include <rdma_samples/args.hpp>

@@ -1,5 +1,5 @@
 # tests/pairs.bash: every sample pair, by the name ./lab and the tools use: the one pair table. Sourced
-# by lab, tests/stress/stress, rdma_bench/bench and valgrind.bats; the tools in Python (trace/host.py)
+# by lab, tests/stress/stress, rdma_bench/support/bench and valgrind.bats; the tools in Python (trace/host.py)
 # run it: `tests/pairs.bash SAMPLE` prints the pair as one JSON object (the names below), exit status 1
 # for an unknown SAMPLE.
 #

@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # tests/tools.bash: what the tools share about where an RDMA device is, and how they wait without a
 # process. Sourced by lab, tests/bats/run-bats, the Bats helpers (test_helper/common.bash),
-# tests/stress/stress, trace/trace and rdma_bench/bench. (The pairs themselves are in tests/pairs.bash.)
+# tests/stress/stress, trace/trace and rdma_bench/support/bench. (The pairs themselves are in tests/pairs.bash.)
 #
 #   has_rdma_device        this machine has an RDMA device with an ACTIVE port
 #   device_here            has_rdma_device, or this machine is the Soft-RoCE VM (RDMA_SAMPLES_IN_VM=1)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""rdma_bench/report.py: the data of `./lab bench` (rdma_bench/bench runs the programs).
+"""rdma_bench/support/report.py: the data of `./lab bench` (rdma_bench/support/bench runs the programs).
 
     report.py DIR        the table and the SVG plots of a run, from DIR/results.csv: writes
                          DIR/table.txt, DIR/summary.csv and DIR/*.svg; prints the table

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""rdma_bench/test_report.py: report.py reads perftest's and rdma_bench's output, and judges them.
+"""rdma_bench/support/test_report.py: report.py reads perftest's and rdma_bench's output, and judges them.
 
-The saved outputs are in rdma_bench/testdata/: real runs of `./lab bench --quick --pairs 1` and of
+The saved outputs are in rdma_bench/support/testdata/: real runs of `./lab bench --quick --pairs 1` and of
 `./lab bench --qps` (the *_q4 files: -q 4) in the Soft-RoCE VM (perftest's rows hold tabs), and a
 perftest client that found no server. Run by meson test (suite unit), or by itself.
 """

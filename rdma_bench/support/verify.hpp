@@ -5,7 +5,7 @@
  */
 #pragma once
 
-#include "loop.hpp"
+#include "../loop.hpp"
 #include "options.hpp"
 #include "stats.hpp"
 

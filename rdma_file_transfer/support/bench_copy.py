@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""rdma_file_transfer/bench_copy.py: the data of `./lab bench-copy` (bench-copy runs the programs).
+"""rdma_file_transfer/support/bench_copy.py: the data of `./lab bench-copy` (bench-copy runs the programs).
 
     bench_copy.py DIR     the table and the SVG plots of a run, from DIR/results.csv: writes
                           DIR/table.txt, DIR/stages.svg and DIR/memory.svg; prints the table
@@ -19,7 +19,7 @@ the write), so a stage alone has all the CPUs and the copy never can. The copy's
 divided by the CPU seconds per MiB of its work (one SHA-256 pass on each side, the transfer, the disk
 write); the roofline is the lower of that and the slowest stage.
 
-Standard library only; the table's rows, setup.txt and the plotter are rdma_bench/report.py's.
+Standard library only; the table's rows, setup.txt and the plotter are rdma_bench/support/report.py's.
 """
 import csv
 import os
@@ -27,7 +27,7 @@ import re
 import statistics
 import sys
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "rdma_bench"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rdma_bench", "support"))
 from report import result_row, setup_text, svg_chart  # noqa: E402  (perftest's result row; setup.txt; the SVG plotter)
 
 CSV_HEADER = "stage,run,bytes,seconds,MiBps,sender_rss_kB,receiver_rss_kB,cpu_s,cpus"

@@ -5,7 +5,7 @@
  */
 #pragma once
 
-#include "protocol.hpp"
+#include "../protocol.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/text.hpp>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""rdma_file_transfer/test_bench_copy.py: bench_copy.py reads the logs of bench-copy's runs and makes
+"""rdma_file_transfer/support/test_bench_copy.py: bench_copy.py reads the logs of bench-copy's runs and makes
 its table. The perftest row and the sender's last lines are from a real run in the Soft-RoCE VM. Run by
 meson test (suite unit), or by itself.
 """

@@ -1,11 +1,11 @@
 #!/usr/bin/env bats
-# rdma_file_transfer/bench-copy (./lab bench-copy): the copy benchmark with a tiny file, and its flags.
+# rdma_file_transfer/support/bench-copy (./lab bench-copy): the copy benchmark with a tiny file, and its flags.
 # Speed is never asserted, only the table's shape: every stage, the ratio, the memory rows. RDMA CM
 # only: run with run-bats --cm.
 
 load test_helper/common
 
-BENCH=$RDMA_SAMPLES_SOURCE/rdma_file_transfer/bench-copy
+BENCH=$RDMA_SAMPLES_SOURCE/rdma_file_transfer/support/bench-copy
 
 @test "bench-copy: a tiny file, two rounds: every stage's row and CPU cost, the roofline, the memory table, the plots" {
     require_rdma_device

@@ -14,7 +14,7 @@
  * (exit 0: the lie was answered), or when its own -t runs out (exit 1).
  */
 #include "../../rdma_file_transfer/events.hpp"
-#include "../../rdma_file_transfer/files.hpp"
+#include "../../rdma_file_transfer/support/files.hpp"
 #include "../../rdma_file_transfer/protocol.hpp"
 
 #include <rdma_samples/args.hpp>
