@@ -26,6 +26,7 @@ programs() {
     assert_line rdma_sync_event_responder
     assert_line rdma_multi_conn_send
     assert_line rdma_multi_conn_receive
+    assert_line rdma_srq_receive
     assert_line rdma_ud_send
     assert_line rdma_ud_receive
     assert_line rdma_file_sender
@@ -195,7 +196,7 @@ programs() {
 }
 
 @test "./lab bench: a bad command line is one line and exit status 2, before any VM boots" {
-    local bench=$RDMA_SAMPLES_SOURCE/rdma_bench/bench
+    local bench=$RDMA_SAMPLES_SOURCE/rdma_bench/support/bench
     run --separate-stderr "$bench" --out "$BATS_TEST_TMPDIR/b" --pairs 0
     assert_equal "$status" 2
     assert_equal "$stderr" "bench: --pairs takes a number (3 or more for medians)"
