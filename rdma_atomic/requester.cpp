@@ -46,18 +46,18 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, Completions &comp
     sge.length = sizeof(std::uint64_t);
     sge.lkey = mr->lkey;
     ibv_send_wr wr{};
-    wr.wr_id = 1;                            // comes back in the completion: the poll loop looks for it
-    wr.opcode = opcode;                      // IBV_WR_ATOMIC_FETCH_AND_ADD or IBV_WR_ATOMIC_CMP_AND_SWP
+    wr.wr_id = 1;       // comes back in the completion: the poll loop looks for it
+    wr.opcode = opcode; // IBV_WR_ATOMIC_FETCH_AND_ADD or IBV_WR_ATOMIC_CMP_AND_SWP
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.atomic.remote_addr = counter.addr; // must be 8-byte aligned
     wr.wr.atomic.rkey = counter.rkey;
-    wr.wr.atomic.compare_add = compare_add;  // the addend, or the value compared with
-    wr.wr.atomic.swap = swap;                // the new value if the comparison holds (CMP_AND_SWP only)
+    wr.wr.atomic.compare_add = compare_add; // the addend, or the value compared with
+    wr.wr.atomic.swap = swap;               // the new value if the comparison holds (CMP_AND_SWP only)
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr), fadd ? "ibv_post_send(ATOMIC_FETCH_AND_ADD)"
-                                                   : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
+    check_rc(ibv_post_send(qp, &wr, &bad_wr),
+             fadd ? "ibv_post_send(ATOMIC_FETCH_AND_ADD)" : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
 
     const char *what = fadd ? "the fetch-and-add" : "the compare-and-swap";
     completions.wait(1, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, args.timeout_s, what);
@@ -79,10 +79,11 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, Completions &comp
 
 /** --ignore-access: post the fetch-and-add although the export grants no remote atomic. The responder's
  *  QP allows atomics but its memory region does not: its device refuses (IBV_WC_REM_ACCESS_ERR). */
-static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, Completions &completions,
-                          const ibv_mr *mr, const ResourceDescriptor &counter)
+static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, Completions &completions, const ibv_mr *mr,
+                          const ResourceDescriptor &counter)
 {
-    info("(demonstration) the export grants %s, no remote atomic: posting anyway", access_to_string(counter.access).c_str());
+    info("(demonstration) the export grants %s, no remote atomic: posting anyway",
+         access_to_string(counter.access).c_str());
     step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
     post_atomic(args, qp, completions, mr, counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
     throw Error("the fetch-and-add succeeded although the responder granted no remote atomic",
@@ -95,7 +96,8 @@ static void run(const Args &args, const Options &opt)
     Device dev = open_device(args.device, args.gid_index);
     require_atomics(dev); // ours issues them; the responder's device, which executes them, checks its own
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register an 8-byte buffer for the old values (local write: the device writes into it)");
     Buffer buf(sizeof(std::uint64_t));
@@ -105,8 +107,8 @@ static void run(const Args &args, const Options &opt)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
-    Completions completions(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
+    qp_to_init(qp.get(), dev, 0);      // we only initiate: the responder may do nothing to our memory
+    Completions completions(cq.get()); // our poll loops find each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its counter's descriptor"
@@ -118,16 +120,18 @@ static void run(const Args &args, const Options &opt)
     // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom); // as for READs (chapter 3)
     //! [rd_atomic]
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_atomic_responder)",
-                                      rd_atomic, ResourceKind::mmap);
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
+                                             "the responder (rdma_atomic_responder)", rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &counter = exchange.resource;
-    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(counter.addr),
-         counter.length, counter.rkey, access_to_string(counter.access).c_str());
+    info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s",
+         static_cast<unsigned long long>(counter.addr), counter.length, counter.rkey,
+         access_to_string(counter.access).c_str());
 
     step(5, "check the counter is an exported, aligned 64-bit word that grants remote atomic");
     //! [checks]
     if (counter.length < sizeof(std::uint64_t))
-        throw Error("the responder exported " + std::to_string(counter.length) + " bytes; an atomic needs 8", "check the descriptor");
+        throw Error("the responder exported " + std::to_string(counter.length) + " bytes; an atomic needs 8",
+                    "check the descriptor");
     char addr[24];
     std::snprintf(addr, sizeof addr, "0x%llx", static_cast<unsigned long long>(counter.addr));
     if (counter.addr % sizeof(std::uint64_t) != 0)
@@ -138,13 +142,14 @@ static void run(const Args &args, const Options &opt)
             ignore_access(args, opt, qp.get(), completions, mr.get(), counter); // post it anyway
             return;
         }
-        throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) + ")",
+        throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) +
+                        ")",
                     "the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC");
     }
     //! [checks]
 
     std::optional<std::uint64_t> now; // the counter's value after our last operation
-    int next_step = 6;                 // --op picks one operation or both: the steps stay consecutive
+    int next_step = 6;                // --op picks one operation or both: the steps stay consecutive
     if (opt.fetch_add) {
         step(next_step++, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
         const std::uint64_t old =
@@ -155,14 +160,16 @@ static void run(const Args &args, const Options &opt)
     }
     if (opt.compare_swap) {
         const std::uint64_t expect = opt.compare.value_or(now.value_or(0));
-        step(next_step++, "post an atomic compare-and-swap: if the counter is %llu, make it %llu", static_cast<unsigned long long>(expect),
-             static_cast<unsigned long long>(opt.swap));
+        step(next_step++, "post an atomic compare-and-swap: if the counter is %llu, make it %llu",
+             static_cast<unsigned long long>(expect), static_cast<unsigned long long>(opt.swap));
         const std::uint64_t found =
             post_atomic(args, qp.get(), completions, mr.get(), counter, IBV_WR_ATOMIC_CMP_AND_SWP, expect, opt.swap);
         const bool swapped = found == expect;
-        result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(found), swapped ? "swapped" : "not swapped");
+        result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(found),
+               swapped ? "swapped" : "not swapped");
         if (now && found != *now)
-            throw Error("compare-and-swap found " + std::to_string(found) + " but fetch-and-add left " + std::to_string(*now),
+            throw Error("compare-and-swap found " + std::to_string(found) + " but fetch-and-add left " +
+                            std::to_string(*now),
                         "another requester changed the counter in between?");
         now = swapped ? opt.swap : found;
     }
@@ -182,7 +189,8 @@ int main(int argc, char **argv)
     Options opt;
     ProgramSpec spec{.name = "rdma_atomic_requester",
                      .role = "requester",
-                     .summary = "Atomics, requester side: fetch-and-add and compare-and-swap on the responder's counter.",
+                     .summary =
+                         "Atomics, requester side: fetch-and-add and compare-and-swap on the responder's counter.",
                      .rdma_cm = true};
     spec.extra.push_back({"op", "OP", "fetch-add, compare-swap or both", "both", [&](const std::string &v) {
                               if (v != "fetch-add" && v != "compare-swap" && v != "both")

@@ -47,11 +47,12 @@ static void run(const Args &args, const Options &opt)
     require_atomics(dev);
     //! [atomic_cap]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register an 8-byte counter holding %llu (local read/write + remote atomic)",
          static_cast<unsigned long long>(opt.initial));
-    Buffer buf(sizeof(std::uint64_t)); // page-aligned, so the counter is 8-byte aligned
+    Buffer buf(sizeof(std::uint64_t));                         // page-aligned, so the counter is 8-byte aligned
     std::memcpy(buf.data(), &opt.initial, sizeof opt.initial); // in our host order: atomics work on it as is
     //! [reg_mr]
     // Remote atomic lets the requester's device read-modify-write this word; it implies no remote
@@ -68,7 +69,7 @@ static void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_ATOMIC); // the QP must grant remote atomic too
-    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    Completions completions(cq.get());                   // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
@@ -82,15 +83,18 @@ static void run(const Args &args, const Options &opt)
     // max_qp_rd_atom; at least 1, because with 0 our QP refuses every incoming atomic.
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom); // as for READs (chapter 3)
     //! [dest_rd_atomic]
-    ResourceDescriptor counter = describe_export(mr.get(), access, ResourceKind::mmap, sizeof(std::uint64_t)); // exactly the counter
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_atomic_requester)",
-                                  rd_atomic, &counter);
+    // exactly the counter
+    ResourceDescriptor counter = describe_export(mr.get(), access, ResourceKind::mmap, sizeof(std::uint64_t));
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
+                                         "the requester (rdma_atomic_requester)", rd_atomic, &counter);
 
     step(6, "wait for the goodbye; the atomics themselves give us no completion");
-    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its atomics)");
+    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s,
+                     "the requester's goodbye (a zero-length SEND after its atomics)");
     std::uint64_t value = 0;
     std::memcpy(&value, buf.data(), sizeof value);
-    result("Final counter value: %llu (0x%llx)", static_cast<unsigned long long>(value), static_cast<unsigned long long>(value));
+    result("Final counter value: %llu (0x%llx)", static_cast<unsigned long long>(value),
+           static_cast<unsigned long long>(value));
 
     step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
@@ -102,7 +106,8 @@ int main(int argc, char **argv)
     Options opt;
     ProgramSpec spec{.name = "rdma_atomic_responder",
                      .role = "responder",
-                     .summary = "Atomics, responder side: export a 64-bit counter for fetch-and-add and compare-and-swap.",
+                     .summary =
+                         "Atomics, responder side: export a 64-bit counter for fetch-and-add and compare-and-swap.",
                      .rdma_cm = true};
     spec.extra.push_back({"initial", "N", "the counter's first value", "0",
                           [&](const std::string &v) { opt.initial = parse_number("--initial", v, 0, UINT64_MAX); }});

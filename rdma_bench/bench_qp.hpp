@@ -136,8 +136,8 @@ inline rdma_samples::Args args_for_qp(const rdma_samples::Args &args, std::uint3
     one.remote_descriptor_path = rdma_samples::numbered_path(args.remote_descriptor_path, static_cast<int>(i));
     const std::uint32_t port = args.listen_port + i;
     if (args.use_cm && port > 65535)
-        throw KnobError("-lp " + std::to_string(args.listen_port) + " with -q " + std::to_string(qps) +
-                            ": QP " + std::to_string(i) + " would listen on port " + std::to_string(port) + ", beyond 65535",
+        throw KnobError("-lp " + std::to_string(args.listen_port) + " with -q " + std::to_string(qps) + ": QP " +
+                            std::to_string(i) + " would listen on port " + std::to_string(port) + ", beyond 65535",
                         "give -lp " + std::to_string(65536 - qps) + " or less on both sides");
     one.listen_port = static_cast<std::uint16_t>(port);
     return one;

@@ -36,14 +36,12 @@ public:
      */
     CompletionWaiter(ibv_cq *cq, ibv_comp_channel *channel, std::uint32_t batch, int timeout_s, bool yield = true)
         : cq_(cq), channel_(channel), wc_(batch), timeout_s_(timeout_s), yield_(yield)
-    {
-    }
+    {}
     /** @brief Take over @p other's CQ and its unacknowledged events. @param other the waiter moved from */
     CompletionWaiter(CompletionWaiter &&other) noexcept
         : cq_(other.cq_), channel_(other.channel_), wc_(std::move(other.wc_)), timeout_s_(other.timeout_s_),
           yield_(other.yield_), unacked_(std::exchange(other.unacked_, 0U))
-    {
-    }
+    {}
     CompletionWaiter(const CompletionWaiter &) = delete;
     CompletionWaiter &operator=(const CompletionWaiter &) = delete;
     CompletionWaiter &operator=(CompletionWaiter &&) = delete;
@@ -126,7 +124,8 @@ private:
     // QP that broke, a CQ that overflowed, a port that went down).
     rdma_samples::Error timeout(const char *what) const
     {
-        return rdma_samples::with_async_events(rdma_samples::timeout_error(timeout_s_, what, timeout_hint), cq_->context);
+        return rdma_samples::with_async_events(rdma_samples::timeout_error(timeout_s_, what, timeout_hint),
+                                               cq_->context);
     }
     static constexpr unsigned ack_batch = 64; // CQ events acknowledged per ibv_ack_cq_events() call
     ibv_cq *cq_;

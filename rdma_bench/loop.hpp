@@ -31,7 +31,10 @@ using rdma_samples::doca::immediate;
 
 /** @brief The byte the @p n-th ping of a WRITE ping-pong ends with: never 0, never the previous one.
  *  @param n the ping's number @return the byte */
-inline char ping_tag(std::uint64_t n) { return static_cast<char>(n % 250 + 1); }
+inline char ping_tag(std::uint64_t n)
+{
+    return static_cast<char>(n % 250 + 1);
+}
 
 /**
  * @brief The work request of @p op toward the peer's memory, filled once: the loops change only wr_id,
@@ -91,8 +94,8 @@ struct Lane {
      * @param key    our memory region's lkey
      */
     Lane(const Options &knobs, ibv_qp *q, const ibv_send_wr &op_wr, char *source, char *land, std::uint32_t key)
-        : qp(q), sq{0, 0, knobs.tx_depth, knobs.cq_mod}, wr(op_wr),
-          sge{reinterpret_cast<std::uintptr_t>(source), 0, key}, buf(source), landing(land)
+        : qp(q), sq{0, 0, knobs.tx_depth, knobs.cq_mod},
+          wr(op_wr), sge{reinterpret_cast<std::uintptr_t>(source), 0, key}, buf(source), landing(land)
     {
         wr.num_sge = 1; // (sg_list is set as each request is posted: a Lane may move in its vector)
     }
@@ -143,18 +146,21 @@ struct Loop {
 //! [post_chain]
 // Post n work requests, linked through `next`, with ONE ibv_post_send(): one call, one doorbell (the
 // write that tells the device there is work) for the whole chain instead of one per request.
-inline void post_chain(Loop &loop, Lane &lane, std::uint32_t n, std::uint32_t size, std::uint64_t first, std::uint64_t last)
+inline void post_chain(Loop &loop, Lane &lane, std::uint32_t n, std::uint32_t size, std::uint64_t first,
+                       std::uint64_t last)
 {
     ibv_send_wr *wr = loop.chain.data(); // allocated once: no malloc on the fast path
     lane.sge.length = size;
     const bool can_inline = size <= loop.opt.inline_size && lane.wr.opcode != IBV_WR_RDMA_READ &&
-                            lane.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD && lane.wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP;
+                            lane.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
+                            lane.wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP;
     for (std::uint32_t k = 0; k < n; ++k) {
         const std::uint64_t i = lane.sq.posted + k;
         wr[k] = lane.wr;
         wr[k].sg_list = &lane.sge;
         wr[k].wr_id = i; // its running number on this QP: a completion for it frees every slot up to it
-        wr[k].send_flags = (lane.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
+        wr[k].send_flags =
+            (lane.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
         wr[k].next = k + 1 < n ? &wr[k + 1] : nullptr;
         if (wr[k].opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
             // The i-th compare-and-swap expects the counter at i and swaps in i + 1, so every one

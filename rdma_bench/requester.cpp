@@ -50,7 +50,8 @@ void run_bw_phase(Loop &loop, std::uint32_t size, std::uint64_t count)
     while (!finished()) {
         for (Lane &lane : loop.lanes)
             while (lane.sq.posted <= last) {
-                const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(loop.opt.post_list, last + 1 - lane.sq.posted));
+                const auto n =
+                    static_cast<std::uint32_t>(std::min<std::uint64_t>(loop.opt.post_list, last + 1 - lane.sq.posted));
                 if (lane.sq.room() < n)
                     break;
                 post_chain(loop, lane, n, size, first, last);
@@ -125,12 +126,13 @@ static void run(const Args &args, const Options &o)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     // -q N: each QP has a slice of `region` bytes of its own on each side, so --verify can check each.
     const std::size_t slices = static_cast<std::size_t>(region) * o.qps;
-    step(2, "register two regions: %u bytes we send, and %zu where the responder's data lands (%u per QP)", region, slices,
-         region);
+    step(2, "register two regions: %u bytes we send, and %zu where the responder's data lands (%u per QP)", region,
+         slices, region);
     Buffer buf(region + slices);
     char *out = buf.data(), *landing = buf.data() + region;
     for (std::uint32_t i = 0; i < region; ++i)
@@ -138,17 +140,22 @@ static void run(const Args &args, const Options &o)
     // Least privilege: remote write on the landing region only when the responder writes into it, the
     // answers of a WRITE (or WRITE with immediate) ping-pong. A READ's or an atomic's response and a
     // received SEND are written there by our own device: local write is enough.
-    const int landing_access = o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm) ? IBV_ACCESS_REMOTE_WRITE : 0;
-    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | landing_access), "ibv_reg_mr"));
+    const int landing_access =
+        o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm) ? IBV_ACCESS_REMOTE_WRITE : 0;
+    MrPtr mr(
+        check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | landing_access), "ibv_reg_mr"));
 
     step(3, "create a completion queue%s and %s: depth %u, signal every %u, inline up to %lld bytes",
          o.events ? " with a completion channel" : "", qps_text(o).c_str(), o.tx_depth, o.cq_mod,
          static_cast<long long>(o.inline_size));
-    CompChannelPtr channel(o.events ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.qps * (o.tx_depth + o.rx_depth + 4)), nullptr, channel.get(), 0),
+    CompChannelPtr channel(o.events ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel")
+                                    : nullptr);
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.qps * (o.tx_depth + o.rx_depth + 4)), nullptr,
+                                 channel.get(), 0),
                    "ibv_create_cq"));
     std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), o, landing_access); // (the QP grants the same)
-    Completions completions(cq.get()); // the set-up's and the goodbye's poll loops (by wr_id); the measuring loops poll themselves
+    // the set-up's and the goodbye's poll loops (by wr_id); the measuring loops poll themselves
+    Completions completions(cq.get());
     for (const QpPtr &qp : qps)
         info("QPN 0x%06x, state INIT", qp->qp_num);
 
@@ -156,8 +163,11 @@ static void run(const Args &args, const Options &o)
         step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                             : "exchange descriptors with the responder and move the QP to RTS");
     else
-        step(4, args.use_cm ? "connect to the responder with RDMA CM (a connection per QP, on ports -lp and up); it SENDs its mmap descriptor"
-                            : "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS");
+        step(
+            4,
+            args.use_cm
+                ? "connect to the responder with RDMA CM (a connection per QP, on ports -lp and up); it SENDs its mmap descriptor"
+                : "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS");
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom, 255);
@@ -173,9 +183,12 @@ static void run(const Args &args, const Options &o)
                     "start both sides with the same --size/--all and -q");
     // The responder answers a ping-pong by writing into our landing region: tell it where, with a SEND
     // of our own descriptor (it posted the receive before we connected).
-    const ResourceDescriptor ours{.kind = ResourceKind::mmap, .nonce = new_nonce(), .peer_nonce = {},
+    const ResourceDescriptor ours{.kind = ResourceKind::mmap,
+                                  .nonce = new_nonce(),
+                                  .peer_nonce = {},
                                   .addr = reinterpret_cast<std::uintptr_t>(landing),
-                                  .length = static_cast<std::uint32_t>(slices), .rkey = mr->rkey,
+                                  .length = static_cast<std::uint32_t>(slices),
+                                  .rkey = mr->rkey,
                                   .access = IBV_ACCESS_LOCAL_WRITE | landing_access};
     send_descriptor(pd.get(), qps.front().get(), completions, format_descriptor(ours), args.timeout_s);
     info("responder exports addr 0x%llx, length %u, rkey 0x%x; we sent ours in-band",
@@ -235,7 +248,8 @@ int main(int argc, char **argv)
 {
     ProgramSpec spec{.name = "rdma_bench_requester",
                      .role = "requester",
-                     .summary = "rdma_bench, requester side: measure an operation's bandwidth or latency, as perftest does.",
+                     .summary =
+                         "rdma_bench, requester side: measure an operation's bandwidth or latency, as perftest does.",
                      .rdma_cm = true};
     Options opt;
     add_bench_flags(spec, opt);

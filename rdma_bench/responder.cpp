@@ -64,7 +64,8 @@ static void run(const Args &args, const Options &o)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     // Exactly what the operation needs from the requester, as in the earlier lessons.
     const int remote = o.op == Op::read     ? IBV_ACCESS_REMOTE_READ
@@ -73,7 +74,8 @@ static void run(const Args &args, const Options &o)
                                             : IBV_ACCESS_REMOTE_WRITE;
     // -q N: each QP has a slice of `region` bytes of its own, so --verify can check each.
     const std::size_t slices = static_cast<std::size_t>(region) * o.qps;
-    step(2, "register a %zu-byte buffer, %u bytes per QP (local write + %s)", slices, region, access_to_string(remote).c_str());
+    step(2, "register a %zu-byte buffer, %u bytes per QP (local write + %s)", slices, region,
+         access_to_string(remote).c_str());
     Buffer buf(slices);
     if (o.op == Op::read)
         for (std::size_t i = 0; i < slices; ++i)
@@ -86,8 +88,10 @@ static void run(const Args &args, const Options &o)
     const bool passive = o.op == Op::write || o.op == Op::read || o.op == Op::atomic
                              ? o.mode == Mode::bw || o.op != Op::write
                              : false; // one-sided and no ping-pong: our CPU has nothing to do
-    CompChannelPtr channel(o.events || passive ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.qps * (o.tx_depth + o.rx_depth + 4)), nullptr, channel.get(), 0),
+    CompChannelPtr channel(
+        o.events || passive ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.qps * (o.tx_depth + o.rx_depth + 4)), nullptr,
+                                 channel.get(), 0),
                    "ibv_create_cq"));
     std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), o, remote);
     Completions completions(cq.get()); // the set-up's waits (by wr_id); the measuring loops poll themselves
@@ -104,18 +108,22 @@ static void run(const Args &args, const Options &o)
          two_sided ? "its messages and the goodbye" : "the goodbye");
     DescriptorReceive requester_desc(pd.get(), qps.front().get());
     for (std::uint32_t i = 0; i < o.qps; ++i)
-        post_receives(qps[i].get(), ahead, reinterpret_cast<std::uintptr_t>(buf.data() + std::size_t{region} * i), max_size,
-                      mr->lkey);
+        post_receives(qps[i].get(), ahead, reinterpret_cast<std::uintptr_t>(buf.data() + std::size_t{region} * i),
+                      max_size, mr->lkey);
 
-    step(5, args.use_cm ? "wait for the requester to connect with RDMA CM (a connection per QP, on ports -lp and up), then SEND it our mmap descriptor"
-                        : "wait for the requester, move the QPs to RTR and RTS, export the buffer");
+    step(
+        5,
+        args.use_cm
+            ? "wait for the requester to connect with RDMA CM (a connection per QP, on ports -lp and up), then SEND it our mmap descriptor"
+            : "wait for the requester, move the QPs to RTR and RTS, export the buffer");
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom, 255); // (requester.cpp)
     ResourceDescriptor exported = describe_export(mr.get(), IBV_ACCESS_LOCAL_WRITE | remote, ResourceKind::mmap,
                                                   static_cast<std::uint32_t>(slices));
     std::vector<Exchange> exchanges;
     for (std::uint32_t i = 0; i < o.qps; ++i) // the buffer is exported once, to QP 0
         exchanges.push_back(accept_requester(args_for_qp(args, i, o.qps), dev, pd.get(), qps[i].get(), completions,
-                                             "the requester (rdma_bench_requester)", rd_atomic, i == 0 ? &exported : nullptr));
+                                             "the requester (rdma_bench_requester)", rd_atomic,
+                                             i == 0 ? &exported : nullptr));
     const ResourceDescriptor peer = parse_resource_descriptor(requester_desc.wait(completions, args.timeout_s),
                                                               "the requester's SEND", ResourceKind::mmap);
     info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
@@ -137,10 +145,11 @@ static void run(const Args &args, const Options &o)
         loop.lanes.back().recvs_left = data_msgs + 1 - ahead;
     }
     const bool ping_pong = o.mode == Mode::lat && (o.op == Op::write || two_sided);
-    const std::string what = ping_pong ? "answer every ping in kind, then wait for the goodbye"
-                             : two_sided ? "take the requester's messages, replacing each receive, until the goodbye on each QP"
-                                         : std::string("wait for the goodbye on each QP; the ") + op_name(o.op) +
-                                               " itself gives us no completion";
+    const std::string what =
+        ping_pong ? "answer every ping in kind, then wait for the goodbye"
+        : two_sided
+            ? "take the requester's messages, replacing each receive, until the goodbye on each QP"
+            : std::string("wait for the goodbye on each QP; the ") + op_name(o.op) + " itself gives us no completion";
     step(6, "%s", what.c_str());
     if (ping_pong)
         answer_pings(loop);

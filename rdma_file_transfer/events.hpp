@@ -16,13 +16,13 @@ namespace file_transfer {
 
 /** @brief What a wait needs: the CQ and its channel, the CM's channel, both clocks, who the peer is. */
 struct Events {
-    ibv_cq *cq;                       ///< the one CQ of the QP (sends and receives)
-    ibv_comp_channel *channel;        ///< the CQ's completion channel
-    rdma_event_channel *cm_channel;   ///< where DISCONNECTED (and, on the receiver, other senders) arrive
-    int timeout_s;                    ///< -t: the longest any one wait may last
-    rdma_samples::Deadline transfer;  ///< --deadline: the end of the whole transfer
-    std::string peer;                 ///< "the sender" or "the receiver", for messages
-    bool peer_gone = false;           ///< DISCONNECTED came: what is still in the CQ is the last of it
+    ibv_cq *cq;                      ///< the one CQ of the QP (sends and receives)
+    ibv_comp_channel *channel;       ///< the CQ's completion channel
+    rdma_event_channel *cm_channel;  ///< where DISCONNECTED (and, on the receiver, other senders) arrive
+    int timeout_s;                   ///< -t: the longest any one wait may last
+    rdma_samples::Deadline transfer; ///< --deadline: the end of the whole transfer
+    std::string peer;                ///< "the sender" or "the receiver", for messages
+    bool peer_gone = false;          ///< DISCONNECTED came: what is still in the CQ is the last of it
 };
 
 /** @brief A second peer while we serve one: refuse its request (it sees REJECTED), forget its cm_id. */
@@ -52,7 +52,7 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
         // sleep through it. So poll once more AFTER arming; sleep only if that finds nothing too.
         check_rc(ibv_req_notify_cq(e.cq, 0), "ibv_req_notify_cq");
         if (check_poll(ibv_poll_cq(e.cq, 1, &wc)) == 1)
-            return wc; // (the armed event fires later; the next sleep takes it and polls again)
+            return wc;   // (the armed event fires later; the next sleep takes it and polls again)
         if (e.peer_gone) // the CQ is drained: whatever the peer said before it left has been read
             throw rdma_samples::Error(e.peer + " went away (RDMA_CM_EVENT_DISCONNECTED) while we waited for " + what,
                                       e.peer + "'s output says why; a file not yet verified is not kept");
@@ -69,7 +69,8 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
                                           std::to_string(e.transfer.timeout_s()) + " s; we were waiting for " + what,
                                       e.peer + " sends too slowly; raise --deadline for a big file on a slow link");
         if (ready == 0)
-            throw rdma_samples::timeout_error(e.timeout_s, what, "is " + e.peer + " still running? its output says why it stopped");
+            throw rdma_samples::timeout_error(e.timeout_s, what,
+                                              "is " + e.peer + " still running? its output says why it stopped");
         if (fds[1].revents & POLLIN) {
             rdma_cm_event *raw = nullptr;
             check_rc(rdma_get_cm_event(e.cm_channel, &raw), "rdma_get_cm_event");

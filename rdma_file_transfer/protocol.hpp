@@ -38,9 +38,9 @@ namespace file_transfer {
 
 inline constexpr std::uint32_t protocol_magic = 0x52444654; ///< "RDFT"
 inline constexpr std::uint16_t protocol_version = 2;        ///< what this build speaks
-inline constexpr std::size_t max_text = 384;                 ///< bytes of text a message carries (with its NUL)
-inline constexpr std::uint32_t max_chunk = 1U << 30;         ///< the largest slot either side accepts (1 GiB)
-inline constexpr std::uint64_t max_ring_bytes = 1ULL << 30;  ///< the largest ring (slots x chunk) either side accepts
+inline constexpr std::size_t max_text = 384;                ///< bytes of text a message carries (with its NUL)
+inline constexpr std::uint32_t max_chunk = 1U << 30;        ///< the largest slot either side accepts (1 GiB)
+inline constexpr std::uint64_t max_ring_bytes = 1ULL << 30; ///< the largest ring (slots x chunk) either side accepts
 
 /** @brief What a ControlMessage says. */
 enum class MessageType : std::uint16_t {
@@ -65,17 +65,17 @@ inline std::string type_name(std::uint16_t type)
 
 /** @brief The one message of the protocol, as it travels (packed; multi-byte fields little-endian). */
 struct [[gnu::packed]] ControlMessage {
-    std::uint32_t magic;    ///< protocol_magic
-    std::uint16_t version;  ///< protocol_version of the side that wrote it
-    std::uint16_t type;     ///< a MessageType
-    std::uint64_t length;   ///< offer: the file's size in bytes; done: the bytes sent
-    std::uint64_t addr;     ///< ring: the ring's first byte in the receiver's memory
-    std::uint32_t rkey;     ///< ring: the key that lets our WRITEs in
-    std::uint32_t chunk;    ///< ring: bytes per slot
-    std::uint32_t slots;    ///< ring: how many slots
-    std::uint32_t flags;    ///< verdict: 1 when the digests matched
+    std::uint32_t magic;                 ///< protocol_magic
+    std::uint16_t version;               ///< protocol_version of the side that wrote it
+    std::uint16_t type;                  ///< a MessageType
+    std::uint64_t length;                ///< offer: the file's size in bytes; done: the bytes sent
+    std::uint64_t addr;                  ///< ring: the ring's first byte in the receiver's memory
+    std::uint32_t rkey;                  ///< ring: the key that lets our WRITEs in
+    std::uint32_t chunk;                 ///< ring: bytes per slot
+    std::uint32_t slots;                 ///< ring: how many slots
+    std::uint32_t flags;                 ///< verdict: 1 when the digests matched
     std::array<std::uint8_t, 32> digest; ///< done, verdict: SHA-256
-    char text[max_text];    ///< offer: the file name; refusal: why; id; key; receipt
+    char text[max_text];                 ///< offer: the file name; refusal: why; id; key; receipt
 };
 static_assert(sizeof(ControlMessage) == 456, "the wire format is fixed");
 
@@ -141,8 +141,9 @@ inline void expect_type(const ControlMessage &m, MessageType type, const std::st
         const std::string text = m.text;
         const std::size_t nl = text.find('\n');
         throw rdma_samples::Error(from + " refused: " + rdma_samples::quote(text.substr(0, nl), 200),
-                                  nl == std::string::npos ? from + "'s output says why"
-                                                          : from + " says: " + rdma_samples::quote(text.substr(nl + 1), 200));
+                                  nl == std::string::npos
+                                      ? from + "'s output says why"
+                                      : from + " says: " + rdma_samples::quote(text.substr(nl + 1), 200));
     }
     if (m.type != static_cast<std::uint16_t>(type))
         throw rdma_samples::Error(from + " sent a " + type_name(m.type) + " message while we waited for " + what,
@@ -156,9 +157,9 @@ inline void expect_type(const ControlMessage &m, MessageType type, const std::st
  * MS milliseconds after each chunk it posts (so a test can change the file or kill a side midway).
  */
 struct TestFault {
-    bool corrupt = false;          ///< flip a byte of the first chunk
+    bool corrupt = false;                     ///< flip a byte of the first chunk
     std::uint16_t version = protocol_version; ///< the version to announce
-    int pause_ms = 0;              ///< sleep after each chunk
+    int pause_ms = 0;                         ///< sleep after each chunk
 };
 
 /** @brief The test hook's setting (see TestFault), read at the first call. @return it */
@@ -182,30 +183,42 @@ inline const TestFault &test_fault()
 /// @name The receiver's queues for a ring of @p slots: what check_ring_fits() checks and accept uses
 /// @{
 /** @brief Receives: one per slot (each WRITE with immediate consumes one), one for a message, one spare. */
-inline std::uint32_t receiver_recv_depth(std::uint32_t slots) { return slots + 2; }
+inline std::uint32_t receiver_recv_depth(std::uint32_t slots)
+{
+    return slots + 2;
+}
 /** @brief SENDs: a credit per slot, and the messages (at most 2 in flight: a verdict or key, a refusal). */
-inline std::uint32_t receiver_send_depth(std::uint32_t slots) { return slots + 4; }
+inline std::uint32_t receiver_send_depth(std::uint32_t slots)
+{
+    return slots + 4;
+}
 /// @}
 
 /** @brief A ring of @p slots x @p chunk bytes must fit the device: one memory region (max_mr_size),
  *  a receive queue and a send queue of the depths above (max_qp_wr), one CQ for both (max_cqe).
  *  Throws UsageError with the largest --slots that fits. */
-inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev, std::uint32_t slots, std::uint32_t chunk)
+inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev, std::uint32_t slots,
+                            std::uint32_t chunk)
 {
     const std::string ring = "--slots " + std::to_string(slots);
     if (std::uint64_t{slots} * chunk > attr.max_mr_size)
         throw rdma_samples::UsageError(ring + " --chunk " + std::to_string(chunk) + ": " + dev +
-                                           " registers at most max_mr_size = " + std::to_string(attr.max_mr_size) + " bytes",
+                                           " registers at most max_mr_size = " + std::to_string(attr.max_mr_size) +
+                                           " bytes",
                                        "lower --chunk or --slots (see ibv_devinfo -v)");
     const std::uint64_t recv = receiver_recv_depth(slots), send = receiver_send_depth(slots);
-    const std::int64_t fit = std::min<std::int64_t>(std::int64_t{attr.max_qp_wr} - 4, (std::int64_t{attr.max_cqe} - 6) / 2);
+    const std::int64_t fit =
+        std::min<std::int64_t>(std::int64_t{attr.max_qp_wr} - 4, (std::int64_t{attr.max_cqe} - 6) / 2);
     const std::string hint = "use --slots " + std::to_string(fit) + " or fewer (see ibv_devinfo -v)";
     if (send > static_cast<std::uint64_t>(attr.max_qp_wr))
         throw rdma_samples::UsageError(ring + ": a credit per slot and 4 messages in the send queue exceed " + dev +
-                                           "'s max_qp_wr = " + std::to_string(attr.max_qp_wr), hint);
+                                           "'s max_qp_wr = " + std::to_string(attr.max_qp_wr),
+                                       hint);
     if (recv + send > static_cast<std::uint64_t>(attr.max_cqe))
-        throw rdma_samples::UsageError(ring + ": " + std::to_string(recv + send) + " completions (receives and sends) exceed " +
-                                           dev + "'s max_cqe = " + std::to_string(attr.max_cqe), hint);
+        throw rdma_samples::UsageError(ring + ": " + std::to_string(recv + send) +
+                                           " completions (receives and sends) exceed " + dev +
+                                           "'s max_cqe = " + std::to_string(attr.max_cqe),
+                                       hint);
 }
 
 /** @brief librdmacm's own context of @p dev (rdma_get_devices()): every cm_id on that device has it as
@@ -228,8 +241,8 @@ inline ibv_context *cm_context(const rdma_samples::Device &dev)
 
 /// @name wr_ids: what each completion belongs to
 /// @{
-inline constexpr std::uint64_t recv_wr_id = 1;  ///< every receive (they complete in the order posted)
-inline constexpr std::uint64_t send_wr_id = 2;  ///< every SEND: a message or a credit
+inline constexpr std::uint64_t recv_wr_id = 1;           ///< every receive (they complete in the order posted)
+inline constexpr std::uint64_t send_wr_id = 2;           ///< every SEND: a message or a credit
 inline constexpr std::uint64_t write_wr_id = 1ULL << 32; ///< sender's WRITE with immediate into slot s: write_wr_id + s
 /// @}
 

@@ -46,13 +46,16 @@ ibv_wc next_arrival(Events &e, int &sends, const std::string &what)
 }
 
 /** The sender's next message (not a chunk, not a SEND with immediate), of @p type. */
-ControlMessage next_message(Events &e, int &sends, const ControlMessage *recv_buf, MessageType type, const std::string &what)
+ControlMessage next_message(Events &e, int &sends, const ControlMessage *recv_buf, MessageType type,
+                            const std::string &what)
 {
     const ibv_wc wc = next_arrival(e, sends, what);
     if (wc.opcode != IBV_WC_RECV || (wc.wc_flags & IBV_WC_WITH_IMM))
-        throw Error("the sender sent " + std::string(wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "a WRITE with immediate"
-                                                                                          : "a SEND with immediate") +
-                        " while we waited for " + what, "the sender does not follow the protocol");
+        throw Error("the sender sent " +
+                        std::string(wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "a WRITE with immediate"
+                                                                           : "a SEND with immediate") +
+                        " while we waited for " + what,
+                    "the sender does not follow the protocol");
     const ControlMessage m = read_message(*recv_buf, wc.byte_len, "the sender");
     expect_type(m, type, "the sender", what);
     return m;
@@ -92,7 +95,8 @@ void run(const Args &args, const ReceiverOptions &opt)
         if (ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->id == id.get())
             break; // the sender's RTU: connected
         if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
-            throw Error("RDMA CM: " + cm_event_name(ev->event) + " before the connection was up", "check the sender's output");
+            throw Error("RDMA CM: " + cm_event_name(ev->event) + " before the connection was up",
+                        "check the sender's output");
         if (id) { // one sender at a time
             turn_away(std::move(ev));
             continue;
@@ -107,15 +111,19 @@ void run(const Args &args, const ReceiverOptions &opt)
         // The ring: the sender WRITEs into it (remote write; local write, which remote write requires).
         // Registered at I/O virtual address 0: the sender addresses slot s as 0 + s x chunk, and learns
         // nothing of where the ring sits in our address space.
-        ring_mr.reset(check(ibv_reg_mr_iova(pd.get(), ring.data(), ring.size(), 0,
-                                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
-                            "ibv_reg_mr_iova(ring)"));
-        msg_mr.reset(check(ibv_reg_mr(pd.get(), messages.data(), messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+        ring_mr.reset(check(
+            ibv_reg_mr_iova(pd.get(), ring.data(), ring.size(), 0, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+            "ibv_reg_mr_iova(ring)"));
+        msg_mr.reset(
+            check(ibv_reg_mr(pd.get(), messages.data(), messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
         ibv_qp_init_attr init{};
         init.send_cq = cq.get();
         init.recv_cq = cq.get();
         init.qp_type = IBV_QPT_RC;
-        init.cap = {.max_send_wr = send_depth, .max_recv_wr = recv_depth, .max_send_sge = 1, .max_recv_sge = 1,
+        init.cap = {.max_send_wr = send_depth,
+                    .max_recv_wr = recv_depth,
+                    .max_send_sge = 1,
+                    .max_recv_sge = 1,
                     .max_inline_data = 0};
         check_rc(rdma_create_qp(id.get(), pd.get(), &init), "rdma_create_qp");
         qp.reset(id.get());
@@ -125,7 +133,8 @@ void run(const Args &args, const ReceiverOptions &opt)
     }
     //! [accept]
     info("connected to %s", addr_to_string(rdma_get_peer_addr(id.get())).c_str());
-    Events events{cq.get(), channel.get(), listener.channel.get(), args.timeout_s, Deadline(opt.deadline_s), "the sender"};
+    Events events{cq.get(),    channel.get(), listener.channel.get(), args.timeout_s, Deadline(opt.deadline_s),
+                  "the sender"};
     int sends = 0; // our SENDs not yet completed
     auto send = [&](const ControlMessage &m) {
         post_send(id->qp, recv_buf + 1, msg_mr->lkey, m);
@@ -185,7 +194,8 @@ void run(const Args &args, const ReceiverOptions &opt)
             }
             const std::uint32_t slot = be32toh(wc.imm_data);
             if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM)
-                throw Error("the sender sent a SEND with immediate " + hex(slot) + "; it sends chunks and messages only",
+                throw Error("the sender sent a SEND with immediate " + hex(slot) +
+                                "; it sends chunks and messages only",
                             "the sender does not follow the protocol");
             const std::uint64_t expected = std::min<std::uint64_t>(opt.chunk, offer.length - received);
             if (slot >= opt.slots || wc.byte_len != expected || expected == 0)
@@ -199,7 +209,7 @@ void run(const Args &args, const ReceiverOptions &opt)
             // disk are always the bytes in the digest.
             std::memcpy(copy.data(), ring.data() + std::size_t{slot} * opt.chunk, wc.byte_len);
             post_receives(id->qp, 1, recv_buf, msg_mr->lkey); // the next WRITE into this slot needs a receive
-            post_send(id->qp, nullptr, 0, {}, slot); // the credit, zero bytes: "slot is yours again"
+            post_send(id->qp, nullptr, 0, {}, slot);          // the credit, zero bytes: "slot is yours again"
             ++sends;
             sha.update(copy.data(), wc.byte_len); // hash and write while the sender refills the slot
             file->write(copy.data(), wc.byte_len);
@@ -209,8 +219,8 @@ void run(const Args &args, const ReceiverOptions &opt)
         }
         ring_mr.reset(); // ibv_dereg_mr(): nothing of the ring is writable any more
         if (done.length != offer.length || received != offer.length)
-            throw Error("\"done\" after " + std::to_string(received) + " bytes (it says " + std::to_string(done.length) +
-                            "); the offer said " + std::to_string(offer.length),
+            throw Error("\"done\" after " + std::to_string(received) + " bytes (it says " +
+                            std::to_string(done.length) + "); the offer said " + std::to_string(offer.length),
                         "the sender does not follow the protocol, or its file changed");
     } catch (const Error &e) {
         refuse(e); // disk full, a lie, the sender's own refusal: the sender hears why (a refusal it sent

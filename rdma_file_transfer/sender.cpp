@@ -57,7 +57,8 @@ struct Connection {
  *  receiver does not owe us (the protocol has one message in flight at a time, each the answer to ours).
  *  Every receive points into the one message buffer: an honest receiver never has two messages in flight,
  *  and a second one is caught here, at its own completion. */
-template <typename Ready> void wait_until(Connection &c, const std::string &what, Ready ready)
+template <typename Ready>
+void wait_until(Connection &c, const std::string &what, Ready ready)
 {
     while (!ready()) {
         const ibv_wc wc = next_completion(c.events, what);
@@ -85,7 +86,8 @@ template <typename Ready> void wait_until(Connection &c, const std::string &what
                 expect_type(m, MessageType::refusal, "the receiver", what); // throws its reason
             if (!c.reply_due) // (cleared by the answer, so a second message finds it false)
                 throw Error("the receiver sent a " + type_name(m.type) + " message while we waited for " + what +
-                                "; it owed us no message then", "the receiver does not follow the protocol");
+                                "; it owed us no message then",
+                            "the receiver does not follow the protocol");
             // An honest receiver credits every chunk before it answers "done", and on RC our receives
             // complete in the order it sent: a message that comes while it holds a slot came too early.
             for (std::size_t slot = 0; slot < c.slots.size(); ++slot)
@@ -117,8 +119,9 @@ std::string bad_ring(const ControlMessage &ring)
     if (ring.slots == 0 || ring.chunk == 0)
         return "a ring of " + std::to_string(ring.slots) + " slots of " + std::to_string(ring.chunk) + " bytes";
     if (ring.chunk > max_chunk || std::uint64_t{ring.slots} * ring.chunk > max_ring_bytes)
-        return "a ring of " + std::to_string(ring.slots) + " x " + std::to_string(ring.chunk) + " bytes; we accept chunks of at most " +
-               std::to_string(max_chunk) + " and rings of at most " + std::to_string(max_ring_bytes) + " bytes";
+        return "a ring of " + std::to_string(ring.slots) + " x " + std::to_string(ring.chunk) +
+               " bytes; we accept chunks of at most " + std::to_string(max_chunk) + " and rings of at most " +
+               std::to_string(max_ring_bytes) + " bytes";
     if (ring.addr > UINT64_MAX - std::uint64_t{ring.slots} * ring.chunk)
         return "a ring at addr " + hex(ring.addr) + " that wraps around the address space";
     return {};
@@ -137,7 +140,7 @@ void run(const Args &args, const SenderOptions &opt)
     // Everything lives on librdmacm's own context of our device (rdma_create_qp() insists on it).
     ibv_context *verbs = cm_context(dev);
     PdPtr pd(check(ibv_alloc_pd(verbs), "ibv_alloc_pd"));
-    const std::uint32_t depth = max_window + 4; // WRITEs in flight, and the messages
+    const std::uint32_t depth = max_window + 4;  // WRITEs in flight, and the messages
     Buffer messages(2 * sizeof(ControlMessage)); // [0] receives, [1] sends
     auto *recv_buf = reinterpret_cast<ControlMessage *>(messages.data());
     MrPtr msg_mr(check(ibv_reg_mr(pd.get(), messages.data(), messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
@@ -166,7 +169,10 @@ void run(const Args &args, const SenderOptions &opt)
         init.send_cq = cq.get();
         init.recv_cq = cq.get();
         init.qp_type = IBV_QPT_RC;
-        init.cap = {.max_send_wr = depth, .max_recv_wr = max_window + 2, .max_send_sge = 1, .max_recv_sge = 1,
+        init.cap = {.max_send_wr = depth,
+                    .max_recv_wr = max_window + 2,
+                    .max_send_sge = 1,
+                    .max_recv_sge = 1,
                     .max_inline_data = 0};
         check_rc(rdma_create_qp(id.get(), pd.get(), &init), "rdma_create_qp"); // librdmacm moves it INIT..RTS
         qp.reset(id.get());
@@ -174,7 +180,8 @@ void run(const Args &args, const SenderOptions &opt)
         rdma_conn_param param = cm_conn_param(id->qp);
         check_rc(rdma_connect(id.get(), &param), "rdma_connect");
         if (!cm_event_ready(cm_channel.get(), deadline.left_ms()))
-            throw timeout_error(args.timeout_s, "the receiver to accept", "is rdma_file_receiver running on " + peer + "?");
+            throw timeout_error(args.timeout_s, "the receiver to accept",
+                                "is rdma_file_receiver running on " + peer + "?");
         rdma_cm_event *raw_ev = nullptr;
         check_rc(rdma_get_cm_event(cm_channel.get(), &raw_ev), "rdma_get_cm_event");
         CmEventPtr ev(raw_ev);
@@ -182,8 +189,9 @@ void run(const Args &args, const SenderOptions &opt)
             break; // librdmacm took our QP to RTR and RTS and sent the RTU
         const bool nobody_listens = ev->event == RDMA_CM_EVENT_REJECTED && ev->status == 8; // IB CM reason 8
         if (!nobody_listens)
-            throw Error("RDMA CM: " + cm_event_name(ev->event) + " (status " + std::to_string(ev->status) +
-                            ") from " + peer, "is rdma_file_receiver there, with the same -lp, serving nobody else?");
+            throw Error("RDMA CM: " + cm_event_name(ev->event) + " (status " + std::to_string(ev->status) + ") from " +
+                            peer,
+                        "is rdma_file_receiver there, with the same -lp, serving nobody else?");
         if (deadline.left_ms() < 200)
             throw Error("nobody listens on " + peer + " (RDMA_CM_EVENT_REJECTED, status 8)",
                         "start rdma_file_receiver there (with the same -lp), or raise -t");
@@ -193,7 +201,12 @@ void run(const Args &args, const SenderOptions &opt)
     }
     //! [connect]
     Connection c{{cq.get(), channel.get(), cm_channel.get(), args.timeout_s, Deadline(opt.deadline_s), "the receiver"},
-                 id->qp, recv_buf, msg_mr->lkey, {}, {}, 0};
+                 id->qp,
+                 recv_buf,
+                 msg_mr->lkey,
+                 {},
+                 {},
+                 0};
     auto send = [&](const ControlMessage &m) { // and wait until it is delivered
         post_send(id->qp, recv_buf + 1, msg_mr->lkey, m);
         ++c.sends;
@@ -218,10 +231,12 @@ void run(const Args &args, const SenderOptions &opt)
     step(4, "receive the ring (addr, rkey, chunk, slots), check it, and register our own chunk buffers");
     const ControlMessage ring = expect_message(c, MessageType::ring, "the receiver's ring");
     if (const std::string why = bad_ring(ring); !why.empty())
-        refuse(Error("the receiver offers " + why, "the receiver does not follow the protocol, or its --slots/--chunk are too big"));
+        refuse(Error("the receiver offers " + why,
+                     "the receiver does not follow the protocol, or its --slots/--chunk are too big"));
     // Only what the file needs: a 100-byte file into a ring of 4 x 1 MiB takes one buffer of 100 bytes.
     const std::uint64_t chunks_needed = (src.size + ring.chunk - 1) / ring.chunk;
-    const std::uint32_t used = static_cast<std::uint32_t>(std::min<std::uint64_t>({ring.slots, max_window, chunks_needed}));
+    const std::uint32_t used =
+        static_cast<std::uint32_t>(std::min<std::uint64_t>({ring.slots, max_window, chunks_needed}));
     const std::size_t buffer_size = static_cast<std::size_t>(std::min<std::uint64_t>(ring.chunk, src.size));
     info("ring: addr 0x%llx, rkey 0x%x, %u slots of %u bytes; %u in flight at most",
          static_cast<unsigned long long>(ring.addr), ring.rkey, ring.slots, ring.chunk, used);
@@ -268,14 +283,15 @@ void run(const Args &args, const SenderOptions &opt)
     }
     char extra = 0;
     if (offset != src.size || read_at(src.fd.get(), &extra, 1, offset) != 0 || changed_since_open(src))
-        refuse(Error(quote(opt.file) + " changed while it was being sent (its size or modification time differs from step 1)",
+        refuse(Error(quote(opt.file) +
+                         " changed while it was being sent (its size or modification time differs from step 1)",
                      "send a file nobody is writing to (a copy or a snapshot)"));
     const Digest digest = sha.final();
     ControlMessage done = make_message(MessageType::done);
     done.length = offset;
     done.digest = digest;
     c.reply_due = true; // the verdict
-    send(done); // on RC it arrives after every WRITE before it
+    send(done);         // on RC it arrives after every WRITE before it
     progress.finish();
     result("%s  %s", hex(digest).c_str(), opt.file.c_str()); // sha256sum's format
 
@@ -286,7 +302,8 @@ void run(const Args &args, const SenderOptions &opt)
                      "the receiver does not follow the protocol"));
     if (verdict.flags == 1 && verdict.digest != digest) // never success on the receiver's word alone
         throw Error("the receiver says the digests match, but it computed " + hex(verdict.digest) + ", not our " +
-                        hex(digest) + ": not trusted", "the receiver does not follow the protocol; do not rely on its copy");
+                        hex(digest) + ": not trusted",
+                    "the receiver does not follow the protocol; do not rely on its copy");
     if (verdict.flags == 0 && verdict.digest == digest)
         throw Error("the receiver computed our digest " + hex(digest) + ", yet says they differ",
                     "the receiver does not follow the protocol");

@@ -192,7 +192,8 @@ void serve(const Args &args, const Device &dev, const Receiver &r)
             if (conn < 0)
                 break;
             report(r, take_completions(r), clients); // its message may be in the CQ already
-            clients.mark_lost(conn, "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived");
+            clients.mark_lost(conn,
+                              "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived");
             ev.reset();                      // acknowledged before its cm_id goes (answering destroys it)
             clients.mark_disconnected(conn); // answered (DREP) now that its connection is finished
             break;
@@ -217,8 +218,8 @@ void wait_for_messages(const Receiver &r, int n, int timeout_s, const std::strin
         if (taken.empty() && !deadline.expired())
             sleep_on_channel(r, -1, deadline.left_ms(), taken);
         if (taken.empty() && deadline.expired())
-            throw with_async_events(timeout_error(timeout_s, what, "is every sender still running? its output says why it stopped"),
-                                    r.ctx);
+            throw with_async_events(
+                timeout_error(timeout_s, what, "is every sender still running? its output says why it stopped"), r.ctx);
         for (const ibv_wc &wc : taken) {
             completions.check(wc, IBV_WC_RECV, "the message on connection " + std::to_string(connection_of(r, wc)));
             print_message(r, wc);
@@ -235,7 +236,8 @@ void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register one buffer with a %zu-byte slot per connection (%d), local write only", max_message_length, n);
     Buffer buf(static_cast<std::size_t>(n) * max_message_length);
@@ -268,8 +270,11 @@ void run(const Args &args)
     if (!args.use_cm) {
         step(5, "for each connection: read the sender's descriptor, move to RTR/RTS, answer with ours");
         for (int i = 0; i < n; ++i) {
-            const ConnectionDescriptor remote = wait_for_connection_descriptor(
-                {numbered_path(args.remote_descriptor_path, i), "the sender (rdma_multi_conn_send)", args.timeout_s, {}});
+            const ConnectionDescriptor remote =
+                wait_for_connection_descriptor({numbered_path(args.remote_descriptor_path, i),
+                                                "the sender (rdma_multi_conn_send)",
+                                                args.timeout_s,
+                                                {}});
             const std::uint32_t psn = random_psn();
             qp_to_rtr(qps[i].get(), dev, remote);
             qp_to_rts(qps[i].get(), psn);
@@ -291,7 +296,8 @@ void run(const Args &args)
         step(7, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
     } else {
-        step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n, args.listen_port);
+        step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n,
+             args.listen_port);
         serve(args, dev, r);
     }
 } // the QPs (all of them), cq, channel, mr, pd and the device close here

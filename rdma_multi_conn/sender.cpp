@@ -136,7 +136,8 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register the %zu-byte message once; every connection sends from it", args.message.size());
     Buffer buf(max_message_length);
@@ -167,8 +168,8 @@ static void run(const Args &args)
         step(5, "for each connection: wait for the receiver's answer, move the QP to RTR and RTS");
         for (int i = 0; i < n; ++i) {
             const ConnectionDescriptor remote = wait_for_connection_descriptor(
-                {numbered_path(args.remote_descriptor_path, i), "the receiver (rdma_multi_conn_receive)", args.timeout_s,
-                 local[i].nonce});
+                {numbered_path(args.remote_descriptor_path, i), "the receiver (rdma_multi_conn_receive)",
+                 args.timeout_s, local[i].nonce});
             qp_to_rtr(qps[i].get(), dev, remote);
             qp_to_rts(qps[i].get(), local[i].psn);
         }
@@ -188,7 +189,8 @@ static void run(const Args &args)
                 waiter.pause();
             }
     } else if (cm_client) {
-        step(4, "connect to the receiving server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
+        step(4, "connect to the receiving server with RDMA CM (%s port %u)", args.server_addr->c_str(),
+             args.listen_port);
         CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
         step(5, "post a SEND of \"%s\"; the server posted its receive before accepting", args.message.c_str());
         post_message(qps[0].get(), buf, mr.get(), args.message.size(), 0);
@@ -197,7 +199,8 @@ static void run(const Args &args)
         step(6, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
     } else {
-        step(4, "serve %d receivers with RDMA CM on port %u: accept each, SEND to it once connected", n, args.listen_port);
+        step(4, "serve %d receivers with RDMA CM on port %u: accept each, SEND to it once connected", n,
+             args.listen_port);
         serve(args, dev, cq.get(), qps, buf, mr.get());
     }
 } // the QPs (all of them), cq, mr, pd and the device close here
@@ -214,8 +217,9 @@ int main(int argc, char **argv)
                      .rdma_cm = true};
     // A shared receive queue holds receives, and a sender posts none: say where the flag belongs.
     spec.extra.push_back({"srq", "", "receiver only (rdma_srq_receive); refused here", "", [](const std::string &) {
-                              throw UsageError("--srq applies to the receiving side: an SRQ holds receives, and a sender posts none",
-                                               "run rdma_srq_receive as the receiver; this sender stays as it is");
+                              throw UsageError(
+                                  "--srq applies to the receiving side: an SRQ holds receives, and a sender posts none",
+                                  "run rdma_srq_receive as the receiver; this sender stays as it is");
                           }});
     return run_sample(spec, argc, argv, run);
 }

@@ -37,7 +37,8 @@ struct Options {
 static void try_write(const Args &args, ibv_qp *qp, Completions &completions, ibv_sge sge,
                       const ResourceDescriptor &remote)
 {
-    info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway", access_to_string(remote.access).c_str());
+    info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway",
+         access_to_string(remote.access).c_str());
     step(6, "post an RDMA WRITE (demonstration) of %u bytes at remote addr 0x%llx, rkey 0x%x", sge.length,
          static_cast<unsigned long long>(remote.addr), remote.rkey);
     ibv_send_wr wr{};
@@ -62,7 +63,8 @@ static void run(const Args &args, const Options &opt)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte buffer for the READ to fill (local read/write, not exported)", max_message_length);
     Buffer buf(max_message_length);
@@ -74,8 +76,8 @@ static void run(const Args &args, const Options &opt)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
-    Completions completions(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
+    qp_to_init(qp.get(), dev, 0);      // we only initiate: the responder may do nothing to our memory
+    Completions completions(cq.get()); // our poll loops find each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
@@ -87,8 +89,8 @@ static void run(const Args &args, const Options &opt)
     // device: mlx5 treats it as 1, Soft-RoCE never sends the READ. So: at least 1.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_read_responder)",
-                                      rd_atomic, ResourceKind::mmap);
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
+                                             "the responder (rdma_read_responder)", rd_atomic, ResourceKind::mmap);
     const ResourceDescriptor &remote = exchange.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
          remote.length, remote.rkey, access_to_string(remote.access).c_str());
@@ -110,7 +112,8 @@ static void run(const Args &args, const Options &opt)
         return;
     }
     if (!(remote.access & IBV_ACCESS_REMOTE_READ))
-        throw Error("the responder's memory does not grant remote read (access " + access_to_string(remote.access) + ")",
+        throw Error("the responder's memory does not grant remote read (access " + access_to_string(remote.access) +
+                        ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_READ");
 
     step(6, "post an RDMA READ of %u bytes at remote addr 0x%llx, rkey 0x%x", len,
@@ -118,11 +121,11 @@ static void run(const Args &args, const Options &opt)
     //! [post_read]
     ibv_send_wr wr{};
     wr.wr_id = 1;
-    wr.opcode = IBV_WR_RDMA_READ;        // pull remote bytes into our buffer (sge)
+    wr.opcode = IBV_WR_RDMA_READ; // pull remote bytes into our buffer (sge)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = remote.addr;  // where they come from, there
+    wr.wr.rdma.remote_addr = remote.addr; // where they come from, there
     wr.wr.rdma.rkey = remote.rkey;
     ibv_send_wr *bad_wr = nullptr;
     check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_READ)");
@@ -149,7 +152,8 @@ int main(int argc, char **argv)
                      .role = "requester",
                      .summary = "RDMA READ, requester side: read the string the responder exports.",
                      .rdma_cm = true};
-    spec.extra.push_back({"length", "BYTES", "bytes to read; more than the responder exported is refused before posting",
+    spec.extra.push_back({"length", "BYTES",
+                          "bytes to read; more than the responder exported is refused before posting",
                           "the exported length", [&](const std::string &v) {
                               opt.length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 30));
                           }});

@@ -26,7 +26,8 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte buffer holding \"%s\" (local read/write + remote read)", max_message_length,
          args.message.c_str());
@@ -44,7 +45,7 @@ static void run(const Args &args)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_READ); // the QP must grant remote read too
-    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    Completions completions(cq.get());                 // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
@@ -60,14 +61,16 @@ static void run(const Args &args)
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
     //! [rd_atomic]
     ResourceDescriptor exported = describe_export(mr.get(), access); // exactly the registered range (chapter 2)
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_read_requester)",
-                                  rd_atomic, &exported);
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
+                                         "the requester (rdma_read_requester)", rd_atomic, &exported);
 
     step(6, "wait for the goodbye; the READ itself gives us no completion");
-    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its READ)");
+    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s,
+                     "the requester's goodbye (a zero-length SEND after its READ)");
     result("Responder memory still holds: \"%s\"", args.message.c_str());
     if (std::memcmp(buf.data(), args.message.data(), args.message.size()) != 0)
-        throw Error("the exported buffer changed although it grants no remote write", "this should never happen; check dmesg");
+        throw Error("the exported buffer changed although it grants no remote write",
+                    "this should never happen; check dmesg");
 
     step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");

@@ -20,8 +20,9 @@ using namespace rdma_samples;
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {
-    std::size_t recv_size = max_message_length; ///< --recv-size: smaller than the message shows a length error (IBV_WC_LOC_LEN_ERR on mlx5, IBV_WC_LOC_QP_OP_ERR on Soft-RoCE)
-    bool prepost = true;                         ///< --no-prepost-receive: the demonstration below
+    /// --recv-size: smaller than the message shows a length error (IBV_WC_LOC_LEN_ERR on mlx5, IBV_WC_LOC_QP_OP_ERR on Soft-RoCE)
+    std::size_t recv_size = max_message_length;
+    bool prepost = true; ///< --no-prepost-receive: the demonstration below
 };
 
 static void run(const Args &args, const Options &opt)
@@ -29,7 +30,8 @@ static void run(const Args &args, const Options &opt)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte receive buffer (local read/write: the device writes into it)", opt.recv_size);
     Buffer buf(opt.recv_size);
@@ -39,8 +41,8 @@ static void run(const Args &args, const Options &opt)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    qp_to_init(qp.get(), dev, 0); // a SEND touches no memory of ours by address: no remote access
-    Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
+    qp_to_init(qp.get(), dev, 0);      // a SEND touches no memory of ours by address: no remote access
+    Completions completions(cq.get()); // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     if (opt.prepost) {
@@ -67,7 +69,8 @@ static void run(const Args &args, const Options &opt)
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
     // Every receive we need is posted: from here on the sender may send. Nothing to export (nullptr).
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send)", 0, nullptr);
+    Exchange exchange =
+        accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send)", 0, nullptr);
 
     step(6, "poll the completion queue until the message has arrived");
     const ibv_wc wc = completions.wait(1, IBV_WC_RECV, args.timeout_s, "the message from the sender");
@@ -89,11 +92,13 @@ int main(int argc, char **argv)
                      .summary = "RECEIVE, receiver side: post a receive and print what the sender sends into it.",
                      .resource_descriptor = false,
                      .rdma_cm = true};
-    spec.extra.push_back({"recv-size", "BYTES", "bytes of the posted receive buffer; smaller than the message shows a length error (IBV_WC_LOC_LEN_ERR on mlx5, IBV_WC_LOC_QP_OP_ERR on Soft-RoCE)",
-                          std::to_string(max_message_length), [&](const std::string &v) {
-                              opt.recv_size = parse_number("--recv-size", v, 1, max_message_length);
-                          }});
-    spec.extra.push_back({"no-prepost-receive", "", "demonstration: post no receive, so the sender's SEND fails (Receiver Not Ready)",
-                          "", [&](const std::string &) { opt.prepost = false; }});
+    spec.extra.push_back(
+        {"recv-size", "BYTES",
+         "bytes of the posted receive buffer; smaller than the message shows a length error (IBV_WC_LOC_LEN_ERR on mlx5, IBV_WC_LOC_QP_OP_ERR on Soft-RoCE)",
+         std::to_string(max_message_length),
+         [&](const std::string &v) { opt.recv_size = parse_number("--recv-size", v, 1, max_message_length); }});
+    spec.extra.push_back({"no-prepost-receive", "",
+                          "demonstration: post no receive, so the sender's SEND fails (Receiver Not Ready)", "",
+                          [&](const std::string &) { opt.prepost = false; }});
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

@@ -26,7 +26,8 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte message (local read/write, not exported)", args.message.size());
     Buffer buf(max_message_length);
@@ -42,16 +43,16 @@ static void run(const Args &args)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    qp_to_init(qp.get(), dev, 0); // we only send: the receiver may do nothing to our memory
-    Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
+    qp_to_init(qp.get(), dev, 0);      // we only send: the receiver may do nothing to our memory
+    Completions completions(cq.get()); // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // The receiver answers (or accepts) only after it has posted its receive: our SEND cannot arrive
     // too early. No READs or atomics (0), and no descriptor to learn: a SEND names no remote memory.
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the receiver (rdma_receive)", 0,
-                                      std::nullopt);
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the receiver (rdma_receive)",
+                                             0, std::nullopt);
 
     step(5, "post a SEND of %zu bytes", args.message.size());
     result("Submitting RDMA send task that sends \"%s\" to receiver", args.message.c_str());
@@ -62,7 +63,7 @@ static void run(const Args &args)
     sge.lkey = mr->lkey;
     ibv_send_wr wr{};
     wr.wr_id = 1;
-    wr.opcode = IBV_WR_SEND;          // no remote address, no rkey: the receiver chose the buffer
+    wr.opcode = IBV_WR_SEND; // no remote address, no rkey: the receiver chose the buffer
     wr.sg_list = &sge;
     wr.num_sge = args.message.empty() ? 0 : 1; // an empty message is legal: it consumes one receive
     wr.send_flags = IBV_SEND_SIGNALED;

@@ -33,7 +33,8 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte string to send (local read/write, not exported)",
          args.message.size());
@@ -49,15 +50,15 @@ static void run(const Args &args)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    qp_to_init(qp.get(), dev, 0); // a SEND needs no remote permission: the receiver may do nothing to our memory
-    Completions completions(cq.get());   // our poll loop finds its completion by its wr_id (chapter 2)
+    qp_to_init(qp.get(), dev, 0);      // a SEND needs no remote permission: the receiver may do nothing to our memory
+    Completions completions(cq.get()); // our poll loop finds its completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // As in chapter 5: the receiver answers only once its receive is posted, and exports nothing.
     Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
-                                      "the receiver (rdma_receive_immediate)", 0, std::nullopt);
+                                             "the receiver (rdma_receive_immediate)", 0, std::nullopt);
 
     step(5, "post a SEND with immediate 0x%x and %zu bytes of data", immediate, args.message.size());
     result("Submitting RDMA send with immediate task that sends \"%s\" with immediate 0x%x to receiver",
@@ -67,7 +68,7 @@ static void run(const Args &args)
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // the bytes to send...
     sge.length = static_cast<std::uint32_t>(args.message.size());
-    sge.lkey = mr->lkey;                                      // ...from memory we registered
+    sge.lkey = mr->lkey; // ...from memory we registered
     ibv_send_wr wr{};
     wr.wr_id = 1;
     wr.opcode = IBV_WR_SEND_WITH_IMM; // a SEND that also fills the receiver's wc.imm_data
@@ -89,7 +90,7 @@ static void run(const Args &args)
         hint = "the receiver had no receive posted (Receiver Not Ready; we retried " + std::to_string(rc_rnr_retry) +
                " times). Failing to submit a receive task prior to the send task results in a fatal failure: "
                "the receiver must post its receive before it publishes its descriptor (drop --no-prepost-receive)";
-    else if (wc.status == IBV_WC_REM_INV_REQ_ERR || wc.status == IBV_WC_REM_OP_ERR) // IBTA devices: INV_REQ; Soft-RoCE: OP
+    else if (wc.status == IBV_WC_REM_INV_REQ_ERR || wc.status == IBV_WC_REM_OP_ERR) // IBTA: INV_REQ; rxe: OP
         hint = "the receive buffer the receiver posted is too small for our " + std::to_string(args.message.size()) +
                "-byte message; it must post a receive at least that large (its --recv-size), or send less with -s";
     try {

@@ -96,7 +96,8 @@ std::vector<ibv_wc> take_completions(const Receiver &r)
         //! [refill]
         if (wc.status == IBV_WC_SUCCESS) { // print the message before its slot is reused, then refill
             const char *msg = r.buf.data() + wc.wr_id * max_message_length;
-            result("Got from sender: \"%.*s\", connection %d", static_cast<int>(wc.byte_len), msg, connection_of(r, wc));
+            result("Got from sender: \"%.*s\", connection %d", static_cast<int>(wc.byte_len), msg,
+                   connection_of(r, wc));
             post_srq_receive(r, wc.wr_id); // the slot this message came in goes back to the pool
         }
         //! [refill]
@@ -111,7 +112,8 @@ void arm_srq_limit(const Receiver &r)
     //! [arm_limit]
     ibv_srq_attr attr{};
     attr.srq_limit = r.limit;
-    check_rc(ibv_modify_srq(r.srq, &attr, IBV_SRQ_LIMIT), "ibv_modify_srq(IBV_SRQ_LIMIT " + std::to_string(r.limit) + ")");
+    check_rc(ibv_modify_srq(r.srq, &attr, IBV_SRQ_LIMIT),
+             "ibv_modify_srq(IBV_SRQ_LIMIT " + std::to_string(r.limit) + ")");
     //! [arm_limit]
 }
 
@@ -122,7 +124,8 @@ void take_async_events(const Receiver &r)
     //! [async]
     for_each_async_event(r.ctx, [&](const ibv_async_event &ev) { // taken and acknowledged (async_events.cpp)
         if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
-            info("IBV_EVENT_SRQ_LIMIT_REACHED: fewer than %u receives were left in the SRQ; refilled, re-armed", r.limit);
+            info("IBV_EVENT_SRQ_LIMIT_REACHED: fewer than %u receives were left in the SRQ; refilled, re-armed",
+                 r.limit);
             arm_srq_limit(r); // one shot: arm it again for the next time
         } else {
             info("async event: %s", async_event_name(ev.event_type));
@@ -228,12 +231,12 @@ void serve(const Args &args, const Device &dev, const Receiver &r)
             if (conn < 0)
                 break;
             report(r, take_completions(r), clients); // its message may be in the CQ already
-            clients.mark_lost(conn, "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived");
+            clients.mark_lost(conn,
+                              "the sender went away (" + cm_event_name(ev->event) + ") before its message arrived");
             ev.reset();
             clients.mark_disconnected(conn);
             break;
-        default:
-            break;
+        default: break;
         }
     }
     report(r, take_completions(r), clients);
@@ -276,10 +279,11 @@ void check_options(const Args &args, const Options &opt, std::uint32_t size)
     if (size < n) // every sender SENDs at once: each needs a receive waiting, or it meets RNR NAKs
         throw UsageError("--srq-size " + std::to_string(size) + " is smaller than one message per connection (-nc " +
                              std::to_string(n) + ")",
-                         "pass --srq-size " + std::to_string(n) + " or more; --srq-hold-ms shows what an empty SRQ does to senders");
+                         "pass --srq-size " + std::to_string(n) +
+                             " or more; --srq-hold-ms shows what an empty SRQ does to senders");
     if (opt.limit > size)
-        throw UsageError("--srq-limit " + std::to_string(opt.limit) + " is larger than the SRQ (" + std::to_string(size) +
-                             " receives)",
+        throw UsageError("--srq-limit " + std::to_string(opt.limit) + " is larger than the SRQ (" +
+                             std::to_string(size) + " receives)",
                          "pass --srq-limit " + std::to_string(size) + " or less");
     if (opt.hold_ms && args.use_cm)
         throw UsageError("--srq-hold-ms works with descriptor files only", "drop -cm");
@@ -294,7 +298,8 @@ void run(const Args &args, const Options &opt)
     step(1, "open an RDMA device, allocate a protection domain, read its SRQ limits");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
     ibv_device_attr attr{};
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
     attr.max_srq = test_control_int(TestHook::max_srq, attr.max_srq); // (the tests play a device without SRQs)
@@ -307,7 +312,8 @@ void run(const Args &args, const Options &opt)
                          "pass --srq-size " + std::to_string(attr.max_srq_wr) + " or less");
     info("device limits: max_srq %d, max_srq_wr %d", attr.max_srq, attr.max_srq_wr);
 
-    step(2, "register one buffer with a %zu-byte slot per SRQ receive (%u), local write only", max_message_length, size);
+    step(2, "register one buffer with a %zu-byte slot per SRQ receive (%u), local write only", max_message_length,
+         size);
     //! [memory]
     // Without an SRQ every QP needs its own receives: N connections x depth x size, posted per QP and
     // idle on every quiet connection. With one SRQ the pool is sized for what arrives at once.
@@ -335,12 +341,12 @@ void run(const Args &args, const Options &opt)
     std::vector<QpPtr> qps;
     for (int i = 0; i < n; ++i) {
         qps.push_back(create_rc_qp(pd.get(), cq.get(), caps, srq.get())); // no receive queue of its own
-        qp_to_init(qps.back().get(), dev, 0);                               // receive-only: nothing remote
+        qp_to_init(qps.back().get(), dev, 0);                             // receive-only: nothing remote
     }
     //! [qps]
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
     const Receiver r{dev.ctx.get(), cq.get(), channel.get(), srq.get(), opt.limit ? opt.limit : (size + 1) / 2,
-                     qps, buf, mr.get()};
+                     qps,           buf,      mr.get()};
 
     if (opt.hold_ms == 0) {
         step(4, "post %u receives into the SRQ, arm its limit at %u", size, r.limit);
@@ -352,7 +358,8 @@ void run(const Args &args, const Options &opt)
     }
 
     if (args.use_cm) {
-        step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n, args.listen_port);
+        step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n,
+             args.listen_port);
         serve(args, dev, r);
         return;
     }
@@ -386,7 +393,8 @@ int main(int argc, char **argv)
     Options opt;
     ProgramSpec spec{.name = "rdma_srq_receive",
                      .role = "receiver",
-                     .summary = "A shared receive queue: N RC QPs take their receives from one pool; print each message.",
+                     .summary =
+                         "A shared receive queue: N RC QPs take their receives from one pool; print each message.",
                      .resource_descriptor = false,
                      .multi_conn = true,
                      .rdma_cm = true};
@@ -398,8 +406,10 @@ int main(int argc, char **argv)
                           "half the SRQ", [&](const std::string &v) {
                               opt.limit = static_cast<std::uint32_t>(parse_number("--srq-limit", v, 1, 1u << 24));
                           }});
-    spec.extra.push_back({"srq-hold-ms", "MS", "demonstration: keep the SRQ empty this long after the senders "
-                          "connect, so their SENDs meet RNR NAKs (descriptor files only)", "", [&](const std::string &v) {
+    spec.extra.push_back({"srq-hold-ms", "MS",
+                          "demonstration: keep the SRQ empty this long after the senders "
+                          "connect, so their SENDs meet RNR NAKs (descriptor files only)",
+                          "", [&](const std::string &v) {
                               opt.hold_ms = static_cast<int>(parse_number("--srq-hold-ms", v, 1, 60000));
                           }});
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });

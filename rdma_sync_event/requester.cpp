@@ -24,8 +24,8 @@
 
 using namespace rdma_samples;
 
-using doca::notify_value; // 0xD0CA, DOCA's first notify-set
 using doca::done_value;   // UINT64_MAX, DOCA's completion value
+using doca::notify_value; // 0xD0CA, DOCA's first notify-set
 
 /** One 8-byte RDMA WRITE (notify-set) or READ (get) of the remote event: post it, poll until it completes. */
 static void post_event_op(const Args &args, ibv_qp *qp, Completions &completions, const ibv_mr *mr, char *local,
@@ -46,8 +46,8 @@ static void post_event_op(const Args &args, ibv_qp *qp, Completions &completions
     wr.wr.rdma.remote_addr = event.addr;
     wr.wr.rdma.rkey = event.rkey;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr), notify_set ? "ibv_post_send(RDMA_WRITE: notify-set)"
-                                                         : "ibv_post_send(RDMA_READ: get)");
+    check_rc(ibv_post_send(qp, &wr, &bad_wr),
+             notify_set ? "ibv_post_send(RDMA_WRITE: notify-set)" : "ibv_post_send(RDMA_READ: get)");
 
     const char *what = notify_set ? "the notify-set (RDMA WRITE)" : "the get (RDMA READ)";
     completions.wait(1, notify_set ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, args.timeout_s, what);
@@ -59,7 +59,8 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register 16 bytes: the value we set, and where the values we get land (local read/write)");
     Buffer buf(2 * sizeof(std::uint64_t));
@@ -70,15 +71,16 @@ static void run(const Args &args)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
-    Completions completions(cq.get());   // our poll loops find each completion by its wr_id (chapter 2)
+    qp_to_init(qp.get(), dev, 0);      // we only initiate: the responder may do nothing to our memory
+    Completions completions(cq.get()); // our poll loops find each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its sync-event descriptor"
                         : "exchange descriptors with the responder and get its sync-event descriptor");
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom); // for the READs (chapter 3)
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_sync_event_responder)",
-                                      rd_atomic, ResourceKind::sync_event);
+    Exchange exchange =
+        connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_sync_event_responder)",
+                             rd_atomic, ResourceKind::sync_event);
     const ResourceDescriptor &event = exchange.resource;
     info("sync event at addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(event.addr),
          event.length, event.rkey, access_to_string(event.access).c_str());
@@ -93,7 +95,8 @@ static void run(const Args &args)
                     "the responder must export an 8-byte aligned 64-bit word: the event");
     const int needed = IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
     if ((event.access & needed) != needed)
-        throw Error("the sync event does not grant remote read and write (access " + access_to_string(event.access) + ")",
+        throw Error("the sync event does not grant remote read and write (access " + access_to_string(event.access) +
+                        ")",
                     "the responder must register its counter with IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE");
     //! [checks]
 
@@ -138,7 +141,8 @@ int main(int argc, char **argv)
 {
     const ProgramSpec spec{.name = "rdma_sync_event_requester",
                            .role = "requester",
-                           .summary = "Remote sync event, requester side: notify-set and get the responder's 64-bit event.",
+                           .summary =
+                               "Remote sync event, requester side: notify-set and get the responder's 64-bit event.",
                            .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

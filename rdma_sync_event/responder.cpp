@@ -25,9 +25,9 @@
 
 using namespace rdma_samples;
 
+using doca::done_value;   // UINT64_MAX, the requester's completion value
 using doca::notify_value; // 0xD0CA, the requester's first notify-set
 using doca::signal_value; // 0xD0CB, our answer
-using doca::done_value;   // UINT64_MAX, the requester's completion value
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {
@@ -62,7 +62,8 @@ static void run(const Args &args, const Options &opt)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register the 8-byte sync event (local read/write + remote read/write)");
     Buffer buf(sizeof(std::uint64_t)); // page-aligned, so the event is 8-byte aligned; starts at 0
@@ -98,11 +99,12 @@ static void run(const Args &args, const Options &opt)
                         : "wait for the requester, move the QP to RTR and RTS, export the sync event");
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom); // the requester's READs (chapter 3)
     ResourceDescriptor se = describe_export(mr.get(), access, ResourceKind::sync_event, sizeof(std::uint64_t));
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_sync_event_requester)",
-                                  rd_atomic, &se);
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
+                                         "the requester (rdma_sync_event_requester)", rd_atomic, &se);
 
     step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
-    result("Sync event value 0x%llx received", static_cast<unsigned long long>(wait_for_event(event, notify_value, args.timeout_s)));
+    result("Sync event value 0x%llx received",
+           static_cast<unsigned long long>(wait_for_event(event, notify_value, args.timeout_s)));
 
     if (opt.never_signal) {
         never_signal(args, event);

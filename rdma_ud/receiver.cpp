@@ -159,8 +159,13 @@ static void run(const Args &args, const Options &opt)
         const UdDescriptor sender = wait_for_ud_descriptor(
             {args.remote_descriptor_path, "the sender (rdma_ud_send)", args.timeout_s, std::nullopt});
         info("sender: QPN 0x%06x, GID %s", sender.qp_num, gid_to_string(sender.gid).c_str());
-        const UdDescriptor ours{.nonce = new_nonce(), .peer_nonce = sender.nonce, .qp_num = qp->qp_num, .qkey = qkey,
-                                .lid = dev.port_attr.lid, .gid = dev.gid, .mtu = mtu};
+        const UdDescriptor ours{.nonce = new_nonce(),
+                                .peer_nonce = sender.nonce,
+                                .qp_num = qp->qp_num,
+                                .qkey = qkey,
+                                .lid = dev.port_attr.lid,
+                                .gid = dev.gid,
+                                .mtu = mtu};
         write_descriptor_file(args.local_descriptor_path, format_descriptor(ours));
     }
 
@@ -194,14 +199,17 @@ static void run(const Args &args, const Options &opt)
             show_header(header);
         }
         int seq = 0, count = 0, text_at = 0;
-        if (std::sscanf(payload.c_str(), "#%d/%d %n", &seq, &count, &text_at) != 2 || seq < 1 || seq > count || count > 64) {
+        if (std::sscanf(payload.c_str(), "#%d/%d %n", &seq, &count, &text_at) != 2 || seq < 1 || seq > count ||
+            count > 64) {
             info("not a numbered datagram: ignored");
             continue;
         }
         total = count;
         ++received;
         result("Got #%d/%d from sender: \"%s\"%s", seq, count, payload.c_str() + text_at,
-               seen[static_cast<std::size_t>(seq)] ? " (duplicate)" : seq < highest ? " (out of order)" : "");
+               seen[static_cast<std::size_t>(seq)] ? " (duplicate)"
+               : seq < highest                     ? " (out of order)"
+                                                   : "");
         seen[static_cast<std::size_t>(seq)] = true;
         highest = std::max(highest, seq);
         if (seq == count && !grace)
@@ -210,10 +218,13 @@ static void run(const Args &args, const Options &opt)
     if (received == 0) {
         char ours[16];
         std::snprintf(ours, sizeof ours, "0x%08x", qkey);
-        throw timeout_error(args.timeout_s, "a datagram from the sender",
-                            std::string("nothing arrived, and UD never says why: our device drops a datagram whose Q_Key "
-                                        "is not ours (") + ours + "), one above the MTU, or one that finds no receive; "
-                                        "check the sender's --qkey and that it runs");
+        throw timeout_error(
+            args.timeout_s, "a datagram from the sender",
+            std::string("nothing arrived, and UD never says why: our device drops a datagram whose Q_Key "
+                        "is not ours (") +
+                ours +
+                "), one above the MTU, or one that finds no receive; "
+                "check the sender's --qkey and that it runs");
     }
 
     step(7, "report the datagrams that never came");
@@ -223,10 +234,12 @@ static void run(const Args &args, const Options &opt)
             lost += " #" + std::to_string(seq);
     result("Received %d of %d datagrams%s%s", received, total, lost.empty() ? "" : "; lost:", lost.c_str());
     if (!lost.empty())
-        throw Error(std::to_string(total - received) + " of " + std::to_string(total) + " datagrams never arrived:" + lost,
-                    completions == receives && receives < total
-                        ? "only " + std::to_string(receives) + " receive(s) were posted: a datagram that finds none is dropped, and the sender's completion still says success (UD has no RNR NAK)"
-                        : "UD does not retransmit: a datagram above the MTU, with a wrong Q_Key or lost on the network is gone; number them, as here, to notice");
+        throw Error(
+            std::to_string(total - received) + " of " + std::to_string(total) + " datagrams never arrived:" + lost,
+            completions == receives && receives < total
+                ? "only " + std::to_string(receives) +
+                      " receive(s) were posted: a datagram that finds none is dropped, and the sender's completion still says success (UD has no RNR NAK)"
+                : "UD does not retransmit: a datagram above the MTU, with a wrong Q_Key or lost on the network is gone; number them, as here, to notice");
 }
 
 int main(int argc, char **argv)
@@ -240,13 +253,13 @@ int main(int argc, char **argv)
     spec.extra.push_back({"iters", "N", "datagrams expected", "3", [&](const std::string &v) {
                               opt.iters = static_cast<int>(parse_number("--iters", v, 1, 64));
                           }});
-    spec.extra.push_back({"qkey", "QKEY", "the Q_Key our QP accepts (ignored with -cm, which uses RDMA_UDP_QKEY 0x01234567)",
+    spec.extra.push_back({"qkey", "QKEY",
+                          "the Q_Key our QP accepts (ignored with -cm, which uses RDMA_UDP_QKEY 0x01234567)",
                           "0x11111111", [&](const std::string &v) {
                               opt.qkey = static_cast<std::uint32_t>(parse_number("--qkey", v, 0, 0x7fffffff));
                           }});
-    spec.extra.push_back({"receives", "N", "demonstration: post only N receives, fewer than the datagrams", "--iters",
-                          [&](const std::string &v) {
-                              opt.receives = static_cast<int>(parse_number("--receives", v, 1, 64));
-                          }});
+    spec.extra.push_back(
+        {"receives", "N", "demonstration: post only N receives, fewer than the datagrams", "--iters",
+         [&](const std::string &v) { opt.receives = static_cast<int>(parse_number("--receives", v, 1, 64)); }});
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

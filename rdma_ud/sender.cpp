@@ -50,7 +50,8 @@ static void refused_operation(ibv_qp *qp, ibv_ah *ah, const Destination &dst, ib
                               Completions &completions, int timeout_s)
 {
     const std::string op = opcode == IBV_WR_RDMA_READ ? "RDMA READ" : "RDMA WRITE";
-    const std::string hint = "UD carries SENDs only (IBTA); READ, WRITE and atomics need a connected QP: RC (rdma_write, rdma_read)";
+    const std::string hint =
+        "UD carries SENDs only (IBTA); READ, WRITE and atomics need a connected QP: RC (rdma_write, rdma_read)";
     step(6, "(demonstration) post an %s on the UD QP: UD carries SENDs only", op.c_str());
     ibv_send_wr wr{};
     wr.wr_id = 1;
@@ -81,8 +82,8 @@ static void run(const Args &args, const Options &opt)
     info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str(), port_mtu);
 
-    step(2, "register %d message slots of %d bytes (no access flags: the device only reads a SEND's source)",
-         opt.iters, port_mtu + 1);
+    step(2, "register %d message slots of %d bytes (no access flags: the device only reads a SEND's source)", opt.iters,
+         port_mtu + 1);
     const std::size_t slot = static_cast<std::size_t>(port_mtu) + 1; // one byte more, for --over-mtu
     Buffer buf(slot * static_cast<std::size_t>(opt.iters));
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), 0), "ibv_reg_mr"));
@@ -129,8 +130,13 @@ static void run(const Args &args, const Options &opt)
         dst = {cm_peer.ah_attr, cm_peer.qp_num, cm_peer.qkey, port_mtu};
     } else {
         step(4, "publish our UD descriptor and wait for the receiver's (QPN, Q_Key, GID, MTU)");
-        UdDescriptor ours{.nonce = new_nonce(), .peer_nonce = std::nullopt, .qp_num = qp->qp_num, .qkey = attr.qkey, .lid = dev.port_attr.lid,
-                          .gid = dev.gid, .mtu = port_mtu};
+        UdDescriptor ours{.nonce = new_nonce(),
+                          .peer_nonce = std::nullopt,
+                          .qp_num = qp->qp_num,
+                          .qkey = attr.qkey,
+                          .lid = dev.port_attr.lid,
+                          .gid = dev.gid,
+                          .mtu = port_mtu};
         write_descriptor_file(args.local_descriptor_path, format_descriptor(ours));
         const UdDescriptor receiver = wait_for_ud_descriptor(
             {args.remote_descriptor_path, "the receiver (rdma_ud_receive)", args.timeout_s, ours.nonce});
@@ -153,7 +159,8 @@ static void run(const Args &args, const Options &opt)
 
     step(5, "create an address handle for GID %s", gid_to_string(dst.ah_attr.grh.dgid).c_str());
     //! [create_ah]
-    AhPtr ah(check(ibv_create_ah(pd.get(), &dst.ah_attr), "ibv_create_ah(" + gid_to_string(dst.ah_attr.grh.dgid) + ")"));
+    AhPtr ah(
+        check(ibv_create_ah(pd.get(), &dst.ah_attr), "ibv_create_ah(" + gid_to_string(dst.ah_attr.grh.dgid) + ")"));
     //! [create_ah]
     if (opt.qkey) {
         info("(demonstration) our SENDs carry Q_Key 0x%08x; the receiver accepts 0x%08x", *opt.qkey, dst.qkey);
@@ -168,15 +175,17 @@ static void run(const Args &args, const Options &opt)
     step(6, "post %d SENDs of \"#i/%d %s\" to QPN 0x%06x", opt.iters, opt.iters, args.message.c_str(), dst.qp_num);
     for (int i = 1; i <= opt.iters; ++i) {
         char *msg = buf.data() + slot * static_cast<std::size_t>(i - 1);
-        std::size_t len = static_cast<std::size_t>(std::snprintf(msg, slot, "#%d/%d %s", i, opt.iters, args.message.c_str()));
+        std::size_t len =
+            static_cast<std::size_t>(std::snprintf(msg, slot, "#%d/%d %s", i, opt.iters, args.message.c_str()));
         if (i == 1 && opt.over_mtu) { // pad #1 to one byte above the MTU
             std::memset(msg + len, '.', slot - len);
             len = static_cast<std::size_t>(dst.mtu) + 1;
             info("(demonstration) datagram #1 is %zu bytes, one above the MTU of %d", len, dst.mtu);
         } else if (len > static_cast<std::size_t>(dst.mtu)) {
-            throw Error("datagram #" + std::to_string(i) + " is " + std::to_string(len) + " bytes, above the MTU of " +
-                            std::to_string(dst.mtu) + " bytes",
-                        "a UD message must fit in one packet; shorten -s, or use RC (rdma_send), which splits messages");
+            throw Error(
+                "datagram #" + std::to_string(i) + " is " + std::to_string(len) + " bytes, above the MTU of " +
+                    std::to_string(dst.mtu) + " bytes",
+                "a UD message must fit in one packet; shorten -s, or use RC (rdma_send), which splits messages");
         }
         //! [post_ud_send]
         sge.addr = reinterpret_cast<std::uintptr_t>(msg);
@@ -187,9 +196,9 @@ static void run(const Args &args, const Options &opt)
         wr.sg_list = &sge;
         wr.num_sge = 1;
         wr.send_flags = IBV_SEND_SIGNALED;
-        wr.wr.ud.ah = ah.get();               // where: the receiver's port and GID
-        wr.wr.ud.remote_qpn = dst.qp_num;     // which QP there
-        wr.wr.ud.remote_qkey = dst.qkey;      // the key it accepts; a wrong one and the datagram is dropped
+        wr.wr.ud.ah = ah.get();           // where: the receiver's port and GID
+        wr.wr.ud.remote_qpn = dst.qp_num; // which QP there
+        wr.wr.ud.remote_qkey = dst.qkey;  // the key it accepts; a wrong one and the datagram is dropped
         ibv_send_wr *bad_wr = nullptr;
         check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(UD SEND #" + std::to_string(i) + ")");
         //! [post_ud_send]
@@ -199,7 +208,8 @@ static void run(const Args &args, const Options &opt)
     // Success means our device has sent the datagram (or, above the MTU, dropped it: IBTA C10-93.1.1
     // says it sends nothing and reports no error). Nobody acknowledges a datagram.
     for (int i = 1; i <= opt.iters; ++i) {
-        const ibv_wc wc = completions.poll_for(static_cast<std::uint64_t>(i), args.timeout_s, "the completion of SEND #" + std::to_string(i));
+        const ibv_wc wc = completions.poll_for(static_cast<std::uint64_t>(i), args.timeout_s,
+                                               "the completion of SEND #" + std::to_string(i));
         if (i == 1 && opt.over_mtu && wc.status != IBV_WC_SUCCESS) { // a device that reports it anyway
             info("SEND #1 (above the MTU) completed with %s", wc_status_name(wc.status));
             continue;

@@ -32,7 +32,7 @@ static void run(const Args &args)
     int num_devices = 0;
     DeviceListPtr devices(ibv_get_device_list(&num_devices));
     require_devices(devices.get(), num_devices); // none: say how to create a Soft-RoCE one
-    Device dev; // what open_device() returns to every later lesson
+    Device dev;                                  // what open_device() returns to every later lesson
     for (int i = 0; i < num_devices && !dev.ctx; ++i) {
         dev.name = ibv_get_device_name(devices.get()[i]);
         if (!args.device.empty() && dev.name != args.device)
@@ -62,7 +62,8 @@ static void run(const Args &args)
     //! [alloc_pd]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     //! [alloc_pd]
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte string to write (local read/write, not exported)",
          args.message.size());
@@ -83,10 +84,10 @@ static void run(const Args &args)
     // too) + 16 receives. An overrun is an error.
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 16 + 16, nullptr, nullptr, 0), "ibv_create_cq"));
     ibv_qp_init_attr init{};
-    init.send_cq = cq.get();     // completions of our sends, writes and reads
-    init.recv_cq = cq.get();     // completions of our receives (with -cm: the mmap descriptor)
-    init.qp_type = IBV_QPT_RC;   // Reliable Connected: acknowledged, in order, one peer
-    init.sq_sig_all = 0;         // a send request completes only if posted with IBV_SEND_SIGNALED
+    init.send_cq = cq.get();   // completions of our sends, writes and reads
+    init.recv_cq = cq.get();   // completions of our receives (with -cm: the mmap descriptor)
+    init.qp_type = IBV_QPT_RC; // Reliable Connected: acknowledged, in order, one peer
+    init.sq_sig_all = 0;       // a send request completes only if posted with IBV_SEND_SIGNALED
     init.cap.max_send_wr = 16;
     init.cap.max_recv_wr = 16;
     init.cap.max_send_sge = 1;
@@ -95,9 +96,9 @@ static void run(const Args &args)
     // RESET -> INIT, the first of three transitions (RTR and RTS need the peer: step 5 or the CM).
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
-    attr.port_num = dev.port;     // the physical port this QP sends from
-    attr.pkey_index = 0;          // P_Key index 0: the port's first partition key, the default one
-    attr.qp_access_flags = 0;     // what the PEER may do through this QP: nothing, we only initiate
+    attr.port_num = dev.port; // the physical port this QP sends from
+    attr.pkey_index = 0;      // P_Key index 0: the port's first partition key, the default one
+    attr.qp_access_flags = 0; // what the PEER may do through this QP: nothing, we only initiate
     check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS),
              "ibv_modify_qp(INIT)");
     //! [create_qp]
@@ -105,7 +106,7 @@ static void run(const Args &args)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     ResourceDescriptor remote{}; // where the responder lets us write, from a file or in-band
-    CmConnection cm;           // -cm only: the RDMA CM connection, closed before the QP
+    CmConnection cm;             // -cm only: the RDMA CM connection, closed before the QP
     if (args.use_cm) {
         step(4, "connect to the responder with RDMA CM (%s port %u); the CM moves the QP to RTR and RTS",
              args.server_addr.value_or("?").c_str(), args.listen_port);
@@ -113,10 +114,12 @@ static void run(const Args &args)
         // RDMA CM carries QPN, PSN and GID in its own handshake (cm.hpp). The responder SENDs its mmap
         // descriptor the moment it accepts, so our receive for it is posted first (a QP in INIT takes it).
         DescriptorReceive remote_text(pd.get(), qp.get());
-        cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp.get()); // resolve, connect, then RTR/RTS with the CM's attributes
+        // resolve, connect, then RTR/RTS with the CM's attributes
+        cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp.get());
         //! [cm_connect]
         step(5, "receive the responder's mmap descriptor, which it SENDs right after accepting");
-        remote = parse_resource_descriptor(remote_text.wait(completions, args.timeout_s), "the responder's SEND", ResourceKind::mmap);
+        remote = parse_resource_descriptor(remote_text.wait(completions, args.timeout_s), "the responder's SEND",
+                                           ResourceKind::mmap);
     } else {
         step(4, "publish our connection descriptor and wait for the responder's answer");
         //! [exchange]
@@ -127,39 +130,43 @@ static void run(const Args &args)
              gid_to_string(local.gid).c_str());
         // The responder answers once its QP is ready to receive (RTR), naming our nonce: stale files are ignored.
         const std::string peer = "the responder (rdma_write_responder)";
-        const ConnectionDescriptor peer_qp = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
+        const ConnectionDescriptor peer_qp =
+            wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
         info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", peer_qp.qp_num, peer_qp.psn, gid_to_string(peer_qp.gid).c_str());
-        remote = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce}, ResourceKind::mmap);
+        remote = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce},
+                                              ResourceKind::mmap);
         //! [exchange]
 
         step(5, "move the QP INIT -> RTR -> RTS");
         //! [modify_qp]
         attr = {};
-        attr.qp_state = IBV_QPS_RTR;        // Ready To Receive: needs to know the peer
+        attr.qp_state = IBV_QPS_RTR;                // Ready To Receive: needs to know the peer
         attr.path_mtu = path_mtu(dev, peer_qp.mtu); // largest packet payload both sides support
-        attr.dest_qp_num = peer_qp.qp_num;   // the peer's QP, from its descriptor
-        attr.rq_psn = peer_qp.psn;           // the first sequence number the peer will send
-        attr.max_dest_rd_atomic = 0;        // READs/atomics the peer may have in flight at us: none
-        attr.min_rnr_timer = 12;            // a code: 0.64 ms before a sender retries a SEND we had no receive for
-        attr.ah_attr.is_global = 1;         // address the peer by GID (required on RoCE; v2 sends IP/UDP, no GRH)
+        attr.dest_qp_num = peer_qp.qp_num;          // the peer's QP, from its descriptor
+        attr.rq_psn = peer_qp.psn;                  // the first sequence number the peer will send
+        attr.max_dest_rd_atomic = 0;                // READs/atomics the peer may have in flight at us: none
+        attr.min_rnr_timer = 12;             // a code: 0.64 ms before a sender retries a SEND we had no receive for
+        attr.ah_attr.is_global = 1;          // address the peer by GID (required on RoCE; v2 sends IP/UDP, no GRH)
         attr.ah_attr.grh.dgid = peer_qp.gid; // the peer's GID (on RoCE, built from its IP address)
         attr.ah_attr.grh.sgid_index = static_cast<std::uint8_t>(dev.gid_index); // our GID
-        attr.ah_attr.grh.hop_limit = 64;    // like an IP TTL
-        attr.ah_attr.dlid = peer_qp.lid;    // InfiniBand only; 0 on RoCE
+        attr.ah_attr.grh.hop_limit = 64;                                        // like an IP TTL
+        attr.ah_attr.dlid = peer_qp.lid;                                        // InfiniBand only; 0 on RoCE
         attr.ah_attr.port_num = dev.port;
-        check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN |
-                                                     IBV_QP_RQ_PSN | IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
+        check_rc(ibv_modify_qp(qp.get(), &attr,
+                               IBV_QP_STATE | IBV_QP_AV | IBV_QP_PATH_MTU | IBV_QP_DEST_QPN | IBV_QP_RQ_PSN |
+                                   IBV_QP_MAX_DEST_RD_ATOMIC | IBV_QP_MIN_RNR_TIMER),
                  "ibv_modify_qp(RTR)");
 
         attr = {};
-        attr.qp_state = IBV_QPS_RTS;        // Ready To Send
-        attr.sq_psn = psn;                  // our first sequence number, as published
-        attr.timeout = 14;                  // wait 4.096 us * 2^14 = 67 ms for an ACK before resending
-        attr.retry_cnt = 6;                 // resend 6 times, then fail with RETRY_EXC_ERR (a dead peer: ~0.5 s)
-        attr.rnr_retry = 6;                 // retry 6 times when the peer has no receive (7 = forever, IBTA)
-        attr.max_rd_atomic = 0;             // READs/atomics we may have in flight: none, we only write
-        check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT |
-                                                     IBV_QP_RNR_RETRY | IBV_QP_MAX_QP_RD_ATOMIC),
+        attr.qp_state = IBV_QPS_RTS; // Ready To Send
+        attr.sq_psn = psn;           // our first sequence number, as published
+        attr.timeout = 14;           // wait 4.096 us * 2^14 = 67 ms for an ACK before resending
+        attr.retry_cnt = 6;          // resend 6 times, then fail with RETRY_EXC_ERR (a dead peer: ~0.5 s)
+        attr.rnr_retry = 6;          // retry 6 times when the peer has no receive (7 = forever, IBTA)
+        attr.max_rd_atomic = 0;      // READs/atomics we may have in flight: none, we only write
+        check_rc(ibv_modify_qp(qp.get(), &attr,
+                               IBV_QP_STATE | IBV_QP_SQ_PSN | IBV_QP_TIMEOUT | IBV_QP_RETRY_CNT | IBV_QP_RNR_RETRY |
+                                   IBV_QP_MAX_QP_RD_ATOMIC),
                  "ibv_modify_qp(RTS)");
         //! [modify_qp]
         trace_qp_timers(qp.get()); // -v: what the QP now holds
@@ -169,9 +176,11 @@ static void run(const Args &args)
     // Stay inside what the peer exported, and ask only for what it granted: check before posting.
     if (args.message.size() > remote.length)
         throw Error("the string is " + std::to_string(args.message.size()) + " bytes but the responder exported only " +
-                        std::to_string(remote.length), "write a shorter string with -w");
+                        std::to_string(remote.length),
+                    "write a shorter string with -w");
     if (!(remote.access & IBV_ACCESS_REMOTE_WRITE))
-        throw Error("the responder's memory does not grant remote write (access " + access_to_string(remote.access) + ")",
+        throw Error("the responder's memory does not grant remote write (access " + access_to_string(remote.access) +
+                        ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_WRITE");
 
     step(6, "post an RDMA WRITE of %zu bytes to remote addr 0x%llx, rkey 0x%x", args.message.size(),
@@ -180,9 +189,9 @@ static void run(const Args &args)
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // local source...
     sge.length = static_cast<std::uint32_t>(args.message.size());
-    sge.lkey = mr->lkey;                                      // ...and the key that proves we registered it
+    sge.lkey = mr->lkey; // ...and the key that proves we registered it
     ibv_send_wr wr{};
-    wr.wr_id = 1;                       // ours to choose: its completion carries it back
+    wr.wr_id = 1; // ours to choose: its completion carries it back
     wr.opcode = IBV_WR_RDMA_WRITE;
     wr.sg_list = &sge;
     wr.num_sge = 1;
@@ -199,11 +208,11 @@ static void run(const Args &args)
     // ours by wr_id, and keep any other completion for the wait that wants it.
     ibv_wc wc{};
     Waiter waiter(args.timeout_s, "the RDMA WRITE's completion", dev.ctx.get());
-    while (!completions.take(1, wc))            // polled already (and kept)?
+    while (!completions.take(1, wc)) // polled already (and kept)?
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
-            completions.keep(wc);               // one completion, whichever it is: keep it, take() looks again
+            completions.keep(wc); // one completion, whichever it is: keep it, take() looks again
         else
-            waiter.pause();              // nothing yet: give the CPU away; give up after -t seconds
+            waiter.pause(); // nothing yet: give the CPU away; give up after -t seconds
     completions.check(wc, IBV_WC_RDMA_WRITE, "the RDMA WRITE"); // status, opcode; a flush names its cause
     //! [poll]
     result("Requester has written: \"%s\"", args.message.c_str());
@@ -216,7 +225,8 @@ static void run(const Args &args)
     bye.send_flags = IBV_SEND_SIGNALED;
     check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
     // The loop of step 7 again, as one call (completions.hpp): every later lesson waits this way.
-    completions.wait(goodbye_wr_id, IBV_WC_SEND, args.timeout_s, "the goodbye SEND"); // its ACK came back: the responder has it
+    // its ACK came back: the responder has it
+    completions.wait(goodbye_wr_id, IBV_WC_SEND, args.timeout_s, "the goodbye SEND");
     //! [goodbye]
 
     if (args.use_cm) {
@@ -229,7 +239,8 @@ int main(int argc, char **argv)
 {
     const ProgramSpec spec{.name = "rdma_write_requester",
                            .role = "requester",
-                           .summary = "RDMA WRITE, requester side: write a string into the responder's exported memory.",
+                           .summary =
+                               "RDMA WRITE, requester side: write a string into the responder's exported memory.",
                            .message_flag = 'w',
                            .message_help = "string to write",
                            .rdma_cm = true};

@@ -32,7 +32,8 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte buffer the requester may write into (local read/write + remote write)",
          max_message_length);
@@ -113,7 +114,8 @@ static void run(const Args &args)
     //! [goodbye]
     // With -cm, the goodbye may complete before our descriptor SEND did (its ACK came late): that
     // wait kept the goodbye's completion, and this one finds it.
-    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye (a zero-length SEND after its WRITE)");
+    completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s,
+                     "the requester's goodbye (a zero-length SEND after its WRITE)");
     //! [goodbye]
 
     step(8, "read what the requester wrote into our memory");
@@ -143,9 +145,10 @@ static void run(const Args &args)
 
 int main(int argc, char **argv)
 {
-    const ProgramSpec spec{.name = "rdma_write_responder",
-                           .role = "responder",
-                           .summary = "RDMA WRITE, responder side: export a buffer and print what the requester wrote into it.",
-                           .rdma_cm = true};
+    const ProgramSpec spec{
+        .name = "rdma_write_responder",
+        .role = "responder",
+        .summary = "RDMA WRITE, responder side: export a buffer and print what the requester wrote into it.",
+        .rdma_cm = true};
     return run_sample(spec, argc, argv, run);
 }

@@ -31,7 +31,8 @@ static void run(const Args &args)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte string to write (local read/write, not exported)",
          args.message.size());
@@ -44,14 +45,14 @@ static void run(const Args &args)
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
-    qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
-    Completions completions(cq.get());   // our poll loop finds each completion by its wr_id (chapter 2)
+    qp_to_init(qp.get(), dev, 0);      // we only initiate: the responder may do nothing to our memory
+    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_write_immediate_responder)",
-                                      0, ResourceKind::mmap);
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
+                                             "the responder (rdma_write_immediate_responder)", 0, ResourceKind::mmap);
     const ResourceDescriptor &remote = exchange.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
          remote.length, remote.rkey, access_to_string(remote.access).c_str());
@@ -60,7 +61,8 @@ static void run(const Args &args)
                         std::to_string(remote.length),
                     "write a shorter string with -w");
     if (!(remote.access & IBV_ACCESS_REMOTE_WRITE))
-        throw Error("the responder's memory does not grant remote write (access " + access_to_string(remote.access) + ")",
+        throw Error("the responder's memory does not grant remote write (access " + access_to_string(remote.access) +
+                        ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_WRITE");
 
     step(5, "post an RDMA WRITE with immediate 0x%x of %zu bytes to remote addr 0x%llx, rkey 0x%x", immediate,
@@ -84,7 +86,8 @@ static void run(const Args &args)
     //! [post_write_imm]
 
     step(6, "poll the completion queue until the WRITE completes");
-    completions.wait(1, IBV_WC_RDMA_WRITE, args.timeout_s, "the RDMA WRITE with immediate"); // our side: IBV_WC_RDMA_WRITE, no "IMM"
+    // our side: IBV_WC_RDMA_WRITE, no "IMM"
+    completions.wait(1, IBV_WC_RDMA_WRITE, args.timeout_s, "the RDMA WRITE with immediate");
     result("Requester has written: \"%s\" with immediate 0x%x", args.message.c_str(), immediate);
     // No goodbye, unlike rdma_write: the immediate already gave the responder its completion, and on
     // RC that completion comes only after the written bytes are in its memory. The responder keeps its

@@ -36,7 +36,8 @@ static void run(const Args &args, const Options &opt)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index, gid_to_string(dev.gid).c_str());
+    info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str());
 
     step(2, "register a %zu-byte buffer the requester may write into (local read/write + remote write)",
          max_message_length);
@@ -44,14 +45,15 @@ static void run(const Args &args, const Options &opt)
     // DOCA's table, as rdma_write: local read/write + remote write on the mmap and the QP.
     const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE;
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
-    ResourceDescriptor exported = describe_export(mr.get(), access); // what step 5 exports: exactly the registered range
+    // what step 5 exports: exactly the registered range
+    ResourceDescriptor exported = describe_export(mr.get(), access);
 
     step(3, "create a completion queue and an RC queue pair that accepts remote writes, and move it to INIT");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
     QpPtr qp = create_rc_qp(pd.get(), cq.get());
     qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE); // the QP must grant remote write too
-    Completions completions(cq.get()); // our poll loop finds each completion by its wr_id (chapter 2)
+    Completions completions(cq.get());                  // our poll loop finds each completion by its wr_id (chapter 2)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     if (opt.prepost) {
@@ -75,8 +77,8 @@ static void run(const Args &args, const Options &opt)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_write_immediate_requester)",
-                                  0, &exported);
+    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
+                                         "the requester (rdma_write_immediate_requester)", 0, &exported);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     const std::string what = opt.prepost ? "the requester's RDMA WRITE with immediate"
@@ -95,8 +97,8 @@ static void run(const Args &args, const Options &opt)
     // a -w string holds no NUL byte, so the two must agree).
     const std::size_t in_buffer = strnlen(buf.data(), buf.size());
     if (wc.byte_len != in_buffer)
-        throw Error("the completion says " + std::to_string(wc.byte_len) + " bytes were written, but the buffer holds " +
-                        std::to_string(in_buffer),
+        throw Error("the completion says " + std::to_string(wc.byte_len) +
+                        " bytes were written, but the buffer holds " + std::to_string(in_buffer),
                     "is the peer rdma_write_immediate_requester?");
     result("Responder memory now holds: \"%.*s\" (%u bytes, immediate 0x%x)", static_cast<int>(wc.byte_len), buf.data(),
            wc.byte_len, ntohl(wc.imm_data));
@@ -111,9 +113,11 @@ int main(int argc, char **argv)
     Options opt;
     ProgramSpec spec{.name = "rdma_write_immediate_responder",
                      .role = "responder",
-                     .summary = "RDMA WRITE with immediate, responder side: export a buffer, get a completion for the write.",
+                     .summary =
+                         "RDMA WRITE with immediate, responder side: export a buffer, get a completion for the write.",
                      .rdma_cm = true};
-    spec.extra.push_back({"no-prepost-receive", "", "demonstration: post no receive, so the requester fails with RNR retry exceeded",
-                          "", [&](const std::string &) { opt.prepost = false; }});
+    spec.extra.push_back({"no-prepost-receive", "",
+                          "demonstration: post no receive, so the requester fails with RNR retry exceeded", "",
+                          [&](const std::string &) { opt.prepost = false; }});
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

@@ -28,13 +28,14 @@ std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
         {"g", "gid-index", "INDEX", "GID index", "best GID: RoCE v2 with an IPv4 address"},
     };
     if (spec.descriptor_files) {
-        f.push_back({"ld", "local-descriptor-path", "PATH", "where this side writes its connection descriptor", default_local_descriptor_path});
+        f.push_back({"ld", "local-descriptor-path", "PATH", "where this side writes its connection descriptor",
+                     default_local_descriptor_path});
         f.push_back({"re", "remote-descriptor-path", "PATH", "where this side reads the peer's connection descriptor",
                      default_remote_descriptor_path});
     }
     if (spec.resource_descriptor)
-        f.push_back({"m", "remote-resource-descriptor-path", "PATH", "mmap or sync-event descriptor (also --mmap-descriptor-path)",
-                     default_resource_descriptor_path});
+        f.push_back({"m", "remote-resource-descriptor-path", "PATH",
+                     "mmap or sync-event descriptor (also --mmap-descriptor-path)", default_resource_descriptor_path});
     if (spec.rdma_cm) {
         if (spec.descriptor_files)
             f.push_back({"cm", "use-rdma-cm", nullptr, "connect with RDMA CM instead of descriptor files", "off"});
@@ -52,7 +53,8 @@ std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
         f.push_back({"w", "write-string", "TEXT", "", std::string("\"") + default_message + "\""});
     if (spec.multi_conn)
         f.push_back({"nc", "num-connections", "N", "number of connections (1..1024)", "1"});
-    f.push_back({"t", "timeout", "SECONDS", "how long any single wait may last (peer file, completion, CM event)", "30"});
+    f.push_back(
+        {"t", "timeout", "SECONDS", "how long any single wait may last (peer file, completion, CM event)", "30"});
     f.push_back({"v", "verbose", nullptr, "print every verbs call with its arguments and result", "off"});
     f.push_back({"h", "help", nullptr, "print this help and exit", ""});
     return f;
@@ -69,8 +71,8 @@ void require_plain(const std::string &flag, const std::string &what, const std::
                          std::to_string(max) + ", got " + quote(v));
     for (unsigned char c : v)
         if (c < 0x20 || c == 0x7f || (ascii && c > 0x7f))
-            throw UsageError(flag + ": the " + what + " has a " + (c > 0x7f ? "byte that is not ASCII" : "control character") +
-                             ", got " + quote(v));
+            throw UsageError(flag + ": the " + what + " has a " +
+                             (c > 0x7f ? "byte that is not ASCII" : "control character") + ", got " + quote(v));
 }
 
 void apply_common(Args &a, const std::string &name, const std::string &flag, const std::string &v)
@@ -83,8 +85,9 @@ void apply_common(Args &a, const std::string &name, const std::string &flag, con
     } else if (name == "local-descriptor-path" || name == "remote-descriptor-path" ||
                name == "remote-resource-descriptor-path") {
         require_plain(flag, "path", v, 4095, false); // PATH_MAX, less the terminating NUL
-        (name[0] == 'l' ? a.local_descriptor_path
-                        : name == "remote-descriptor-path" ? a.remote_descriptor_path : a.resource_descriptor_path) = v;
+        (name[0] == 'l'                     ? a.local_descriptor_path
+         : name == "remote-descriptor-path" ? a.remote_descriptor_path
+                                            : a.resource_descriptor_path) = v;
     } else if (name == "use-rdma-cm") {
         a.use_cm = true;
     } else if (name == "listen-port") {
@@ -236,7 +239,9 @@ std::string usage(const ProgramSpec &spec)
         line(names, help, f.default_text);
     }
     for (const auto &f : spec.extra)
-        line((f.short_name.empty() ? "" : "-" + f.short_name + ", ") + "--" + f.long_name + (f.value_name.empty() ? "" : " " + f.value_name), f.help, f.default_text);
+        line((f.short_name.empty() ? "" : "-" + f.short_name + ", ") + "--" + f.long_name +
+                 (f.value_name.empty() ? "" : " " + f.value_name),
+             f.help, f.default_text);
     return o.str();
 }
 

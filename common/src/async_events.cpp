@@ -60,18 +60,26 @@ std::string take_async_events(ibv_context *ctx)
     for_each_async_event(ctx, [&](const ibv_async_event &ev) {
         char text[96];
         switch (ev.event_type) {
-        case IBV_EVENT_QP_FATAL: case IBV_EVENT_QP_REQ_ERR: case IBV_EVENT_QP_ACCESS_ERR:
-        case IBV_EVENT_COMM_EST: case IBV_EVENT_SQ_DRAINED: case IBV_EVENT_PATH_MIG:
-        case IBV_EVENT_PATH_MIG_ERR: case IBV_EVENT_QP_LAST_WQE_REACHED:
+        case IBV_EVENT_QP_FATAL:
+        case IBV_EVENT_QP_REQ_ERR:
+        case IBV_EVENT_QP_ACCESS_ERR:
+        case IBV_EVENT_COMM_EST:
+        case IBV_EVENT_SQ_DRAINED:
+        case IBV_EVENT_PATH_MIG:
+        case IBV_EVENT_PATH_MIG_ERR:
+        case IBV_EVENT_QP_LAST_WQE_REACHED:
             std::snprintf(text, sizeof text, "%s on QP 0x%06x", async_event_name(ev.event_type), ev.element.qp->qp_num);
             break;
-        case IBV_EVENT_PORT_ACTIVE: case IBV_EVENT_PORT_ERR: case IBV_EVENT_LID_CHANGE:
-        case IBV_EVENT_PKEY_CHANGE: case IBV_EVENT_SM_CHANGE: case IBV_EVENT_CLIENT_REREGISTER:
+        case IBV_EVENT_PORT_ACTIVE:
+        case IBV_EVENT_PORT_ERR:
+        case IBV_EVENT_LID_CHANGE:
+        case IBV_EVENT_PKEY_CHANGE:
+        case IBV_EVENT_SM_CHANGE:
+        case IBV_EVENT_CLIENT_REREGISTER:
         case IBV_EVENT_GID_CHANGE:
             std::snprintf(text, sizeof text, "%s on port %d", async_event_name(ev.event_type), ev.element.port_num);
             break;
-        default:
-            std::snprintf(text, sizeof text, "%s", async_event_name(ev.event_type));
+        default: std::snprintf(text, sizeof text, "%s", async_event_name(ev.event_type));
         }
         trace("async event: %s", text);
         events += (events.empty() ? "" : ", ") + std::string(text);

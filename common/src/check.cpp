@@ -19,22 +19,34 @@ struct ErrnoHint {
 };
 
 constexpr ErrnoHint errno_hints[] = {
-    {"ibv_reg_mr", ENOMEM, "the locked-memory limit is too low for this region; check `ulimit -l` (raise it in /etc/security/limits.conf) or run as root"},
-    {"ibv_reg_mr", EINVAL, "the access flags are not allowed together (remote write needs local write) or the buffer is invalid"},
-    {"ibv_reg_mr", EOPNOTSUPP, "the device does not support one of the access flags asked for (remote atomic?); see ibv_devinfo -v"},
+    {"ibv_reg_mr", ENOMEM,
+     "the locked-memory limit is too low for this region; check `ulimit -l` (raise it in /etc/security/limits.conf) or run as root"},
+    {"ibv_reg_mr", EINVAL,
+     "the access flags are not allowed together (remote write needs local write) or the buffer is invalid"},
+    {"ibv_reg_mr", EOPNOTSUPP,
+     "the device does not support one of the access flags asked for (remote atomic?); see ibv_devinfo -v"},
     {"ibv_reg_mr", EACCES, "the buffer's page protection does not allow the access asked for"},
-    {"ibv_modify_qp(RTR)", ENETUNREACH, "the GID has no route to the peer (a link-local fe80:: GID on a loopback device?); choose an IPv4-mapped RoCE v2 GID with -g (see ibv_devinfo -v)"},
-    {"ibv_modify_qp(RTR)", EINVAL, "an attribute does not fit the device or the peer: check the peer's descriptor (QPN, GID, MTU) and the -g index on both sides"},
-    {"ibv_modify_qp(RTR)", ETIMEDOUT, "the peer's address could not be resolved to a MAC address; check that the peer's IP is reachable (ping) from the device's network interface"},
-    {"ibv_create_ah", ETIMEDOUT, "no MAC address for that GID: nobody on the device's network answered ARP (or neighbour discovery) for it; check the GID in the peer's descriptor and that the peer's IP is reachable (ping)"},
-    {"ibv_create_ah", ENETUNREACH, "no route from the device's interface to that GID; check the GID in the peer's descriptor"},
-    {"ibv_create_ah", EINVAL, "that GID cannot be reached from our GID (an fe80:: link-local or IPv6 GID against an IPv4-mapped one?); the peer's GID and our -g must be of the same kind"},
-    {"ibv_modify_qp", EINVAL, "an attribute is out of the device's range or the QP is not in the state this transition starts from"},
+    {"ibv_modify_qp(RTR)", ENETUNREACH,
+     "the GID has no route to the peer (a link-local fe80:: GID on a loopback device?); choose an IPv4-mapped RoCE v2 GID with -g (see ibv_devinfo -v)"},
+    {"ibv_modify_qp(RTR)", EINVAL,
+     "an attribute does not fit the device or the peer: check the peer's descriptor (QPN, GID, MTU) and the -g index on both sides"},
+    {"ibv_modify_qp(RTR)", ETIMEDOUT,
+     "the peer's address could not be resolved to a MAC address; check that the peer's IP is reachable (ping) from the device's network interface"},
+    {"ibv_create_ah", ETIMEDOUT,
+     "no MAC address for that GID: nobody on the device's network answered ARP (or neighbour discovery) for it; check the GID in the peer's descriptor and that the peer's IP is reachable (ping)"},
+    {"ibv_create_ah", ENETUNREACH,
+     "no route from the device's interface to that GID; check the GID in the peer's descriptor"},
+    {"ibv_create_ah", EINVAL,
+     "that GID cannot be reached from our GID (an fe80:: link-local or IPv6 GID against an IPv4-mapped one?); the peer's GID and our -g must be of the same kind"},
+    {"ibv_modify_qp", EINVAL,
+     "an attribute is out of the device's range or the QP is not in the state this transition starts from"},
     {"ibv_create_qp", EINVAL, "a queue size exceeds the device's limits (see max_qp_wr, max_sge in ibv_devinfo -v)"},
     {"ibv_create_qp", ENOMEM, "out of memory or out of QPs on this device"},
     {"ibv_create_cq", EINVAL, "the CQ size exceeds the device's max_cqe (see ibv_devinfo -v)"},
-    {"ibv_open_device", EACCES, "no permission to open /dev/infiniband/uverbs*; run as root or add your user to the group that owns it (often 'rdma')"},
-    {"ibv_open_device", EPERM, "no permission to open /dev/infiniband/uverbs*; run as root or add your user to the group that owns it (often 'rdma')"},
+    {"ibv_open_device", EACCES,
+     "no permission to open /dev/infiniband/uverbs*; run as root or add your user to the group that owns it (often 'rdma')"},
+    {"ibv_open_device", EPERM,
+     "no permission to open /dev/infiniband/uverbs*; run as root or add your user to the group that owns it (often 'rdma')"},
     {"ibv_alloc_pd", EACCES, "no permission to use the device; run as root or join its group (often 'rdma')"},
     {"ibv_post_send", ENOMEM, "the send queue is full: poll completions before posting more"},
     {"ibv_post_send", EINVAL, "the work request is malformed for this QP (opcode, SGE count, or the QP is not in RTS)"},
@@ -59,19 +71,29 @@ struct WcInfo {
 
 constexpr WcInfo wc_table[] = {
     {IBV_WC_SUCCESS, "IBV_WC_SUCCESS", "no error"},
-    {IBV_WC_LOC_LEN_ERR, "IBV_WC_LOC_LEN_ERR", "a message was longer than the receive buffer posted for it (receiver side; mlx5 reports it this way), or a local length was invalid; make the receive buffer as large as the largest message"},
-    {IBV_WC_LOC_QP_OP_ERR, "IBV_WC_LOC_QP_OP_ERR", "the work request does not fit the QP (opcode, state or size); on a receive, Soft-RoCE (and qib) report a message longer than the receive buffer this way (mlx5 says IBV_WC_LOC_LEN_ERR): make the receive buffer as large as the largest message"},
+    {IBV_WC_LOC_LEN_ERR, "IBV_WC_LOC_LEN_ERR",
+     "a message was longer than the receive buffer posted for it (receiver side; mlx5 reports it this way), or a local length was invalid; make the receive buffer as large as the largest message"},
+    {IBV_WC_LOC_QP_OP_ERR, "IBV_WC_LOC_QP_OP_ERR",
+     "the work request does not fit the QP (opcode, state or size); on a receive, Soft-RoCE (and qib) report a message longer than the receive buffer this way (mlx5 says IBV_WC_LOC_LEN_ERR): make the receive buffer as large as the largest message"},
     {IBV_WC_LOC_EEC_OP_ERR, "IBV_WC_LOC_EEC_OP_ERR", "an internal EE context error"},
-    {IBV_WC_LOC_PROT_ERR, "IBV_WC_LOC_PROT_ERR", "a local buffer is outside its memory region or the region lacks local write (lkey, address, length)"},
-    {IBV_WC_WR_FLUSH_ERR, "IBV_WC_WR_FLUSH_ERR", "this request was flushed because the QP went to the error state; an earlier completion holds the real cause"},
+    {IBV_WC_LOC_PROT_ERR, "IBV_WC_LOC_PROT_ERR",
+     "a local buffer is outside its memory region or the region lacks local write (lkey, address, length)"},
+    {IBV_WC_WR_FLUSH_ERR, "IBV_WC_WR_FLUSH_ERR",
+     "this request was flushed because the QP went to the error state; an earlier completion holds the real cause"},
     {IBV_WC_MW_BIND_ERR, "IBV_WC_MW_BIND_ERR", "a memory window bind failed"},
     {IBV_WC_BAD_RESP_ERR, "IBV_WC_BAD_RESP_ERR", "the peer answered with an unexpected response"},
-    {IBV_WC_LOC_ACCESS_ERR, "IBV_WC_LOC_ACCESS_ERR", "a local protection error on incoming data; the local region lacks the needed access"},
-    {IBV_WC_REM_INV_REQ_ERR, "IBV_WC_REM_INV_REQ_ERR", "the peer rejected the request as invalid: its QP does not grant this operation (remote write, read or atomic missing from its QP access flags), or a message was longer than its receive buffer"},
-    {IBV_WC_REM_ACCESS_ERR, "IBV_WC_REM_ACCESS_ERR", "the peer refused access: check the rkey, that address and length lie inside the exported range, and that the peer granted this operation's remote permission (write, read or atomic) on its memory and QP"},
-    {IBV_WC_REM_OP_ERR, "IBV_WC_REM_OP_ERR", "the peer could not complete the operation; Soft-RoCE reports a SEND longer than the peer's receive buffer this way (IBTA devices say IBV_WC_REM_INV_REQ_ERR): make the peer's receive buffer as large as the largest message"},
-    {IBV_WC_RETRY_EXC_ERR, "IBV_WC_RETRY_EXC_ERR", "the peer never acknowledged: it is gone or not ready, or the QPN/GID in its descriptor is wrong (a stale descriptor file?)"},
-    {IBV_WC_RNR_RETRY_EXC_ERR, "IBV_WC_RNR_RETRY_EXC_ERR", "the peer had no receive posted (Receiver Not Ready): the receiving side must post its receive before the sender sends"},
+    {IBV_WC_LOC_ACCESS_ERR, "IBV_WC_LOC_ACCESS_ERR",
+     "a local protection error on incoming data; the local region lacks the needed access"},
+    {IBV_WC_REM_INV_REQ_ERR, "IBV_WC_REM_INV_REQ_ERR",
+     "the peer rejected the request as invalid: its QP does not grant this operation (remote write, read or atomic missing from its QP access flags), or a message was longer than its receive buffer"},
+    {IBV_WC_REM_ACCESS_ERR, "IBV_WC_REM_ACCESS_ERR",
+     "the peer refused access: check the rkey, that address and length lie inside the exported range, and that the peer granted this operation's remote permission (write, read or atomic) on its memory and QP"},
+    {IBV_WC_REM_OP_ERR, "IBV_WC_REM_OP_ERR",
+     "the peer could not complete the operation; Soft-RoCE reports a SEND longer than the peer's receive buffer this way (IBTA devices say IBV_WC_REM_INV_REQ_ERR): make the peer's receive buffer as large as the largest message"},
+    {IBV_WC_RETRY_EXC_ERR, "IBV_WC_RETRY_EXC_ERR",
+     "the peer never acknowledged: it is gone or not ready, or the QPN/GID in its descriptor is wrong (a stale descriptor file?)"},
+    {IBV_WC_RNR_RETRY_EXC_ERR, "IBV_WC_RNR_RETRY_EXC_ERR",
+     "the peer had no receive posted (Receiver Not Ready): the receiving side must post its receive before the sender sends"},
     {IBV_WC_LOC_RDD_VIOL_ERR, "IBV_WC_LOC_RDD_VIOL_ERR", "an RD domain violation"},
     {IBV_WC_REM_INV_RD_REQ_ERR, "IBV_WC_REM_INV_RD_REQ_ERR", "the peer rejected an RD request"},
     {IBV_WC_REM_ABORT_ERR, "IBV_WC_REM_ABORT_ERR", "the peer aborted the operation"},
@@ -129,10 +151,16 @@ void fail_errno(const std::string &call, int err, const std::string &hint)
     throw Error(call + ": " + std::strerror(err) + " (errno " + std::to_string(err) + ")", hint);
 }
 
-void fail_errno(const std::string &call, int err) { fail_errno(call, err, hint_for_errno(call, err)); }
+void fail_errno(const std::string &call, int err)
+{
+    fail_errno(call, err, hint_for_errno(call, err));
+}
 
 namespace detail {
-void trace_pointer(const std::string &call, const void *ptr) { trace("%s = %p", call.c_str(), ptr); }
+void trace_pointer(const std::string &call, const void *ptr)
+{
+    trace("%s = %p", call.c_str(), ptr);
+}
 } // namespace detail
 
 void check_rc(int rc, const std::string &call)
@@ -168,7 +196,8 @@ void check_wc(const ibv_wc &wc, ibv_wc_opcode expected, const std::string &what)
         // After an error only status, wr_id, qp_num and vendor_err are valid: do not read the opcode.
         char vendor[32];
         std::snprintf(vendor, sizeof vendor, " (vendor_err 0x%x)", wc.vendor_err);
-        throw Error(what + " completed with " + wc_status_name(wc.status) + ": " + ibv_wc_status_str(wc.status) + vendor,
+        throw Error(what + " completed with " + wc_status_name(wc.status) + ": " + ibv_wc_status_str(wc.status) +
+                        vendor,
                     hint_for_wc_status(wc.status));
     }
     if (wc.opcode != expected)

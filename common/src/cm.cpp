@@ -36,11 +36,11 @@ void check_cm_device(const rdma_cm_id *id, const Device &dev)
 rdma_conn_param cm_conn_param(const ibv_qp *qp, int responder_resources, int initiator_depth)
 {
     rdma_conn_param p{};
-    p.qp_num = qp->qp_num;                     // our own QP (not rdma_create_qp's): tell the CM its number
+    p.qp_num = qp->qp_num; // our own QP (not rdma_create_qp's): tell the CM its number
     p.responder_resources = static_cast<std::uint8_t>(responder_resources); // READs/atomics the peer may have at us
     p.initiator_depth = static_cast<std::uint8_t>(initiator_depth);         // ... and we at the peer
-    p.retry_count = rc_retry_cnt;              // 6: on Soft-RoCE 7 would retry forever (see rc_qp.hpp)
-    p.rnr_retry_count = rc_rnr_retry;          // 6, not 7: 7 means "forever" for RNR (IBTA)
+    p.retry_count = rc_retry_cnt;     // 6: on Soft-RoCE 7 would retry forever (see rc_qp.hpp)
+    p.rnr_retry_count = rc_rnr_retry; // 6, not 7: 7 means "forever" for RNR (IBTA)
     p.flow_control = 1;
     return p;
 }
@@ -136,14 +136,15 @@ std::optional<CmConnection> connect_once(SockAddr dst, const std::string &peer, 
     // 1. Address: which local device and port reach the server (like ARP plus a routing lookup). Each
     //    try is short: a server machine that is still coming up answers ARP a moment later.
     const int attempt_ms = std::min(deadline.left_ms(), 2000);
-    check_rc(rdma_resolve_addr(id, nullptr, dst.get(), std::max(attempt_ms, 1)),
-             "rdma_resolve_addr(" + peer + ")", [](int) -> std::string {
+    check_rc(rdma_resolve_addr(id, nullptr, dst.get(), std::max(attempt_ms, 1)), "rdma_resolve_addr(" + peer + ")",
+             [](int) -> std::string {
                  return "check the address and -sat; it must be reachable through an RDMA device's interface";
              });
     CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(deadline.left_ms(), attempt_ms + 1000)));
     if (!ev || (ev->event == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT)) {
-        not_yet = NotYet{timeout_error(timeout_s, "the address of " + peer,
-                                       "no answer from " + peer + ": is the server's machine up and reachable (ping it)?")};
+        not_yet =
+            NotYet{timeout_error(timeout_s, "the address of " + peer,
+                                 "no answer from " + peer + ": is the server's machine up and reachable (ping it)?")};
         return std::nullopt;
     }
     if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
@@ -152,8 +153,9 @@ std::optional<CmConnection> connect_once(SockAddr dst, const std::string &peer, 
     check_cm_device(id, dev);
 
     // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
-    check_rc(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")",
-             [](int err) { return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address"); });
+    check_rc(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")", [](int err) {
+        return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address");
+    });
     expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "a route to " + peer, peer);
     if (first)
         info("RDMA CM: %s is reachable through %s port %u", peer.c_str(), ibv_get_device_name(id->verbs->device),
@@ -181,8 +183,10 @@ std::optional<CmConnection> connect_once(SockAddr dst, const std::string &peer, 
     // from OUR side: the server's responder resources arrive as our initiator_depth.
     const int granted = ev->param.conn.initiator_depth;
     if (granted < initiator_depth)
-        throw Error("the server accepts " + std::to_string(granted) + " READ/atomic request(s) in flight, this "
-                        "sample needs " + std::to_string(initiator_depth),
+        throw Error("the server accepts " + std::to_string(granted) +
+                        " READ/atomic request(s) in flight, this "
+                        "sample needs " +
+                        std::to_string(initiator_depth),
                     "the server's QP must allow READs and atomics (max_dest_rd_atomic >= 1): is it the matching "
                     "responder of this sample?");
     // 4. We created the QP ourselves, so we take it to RTR and RTS, then tell the CM (an RTU message):
@@ -205,7 +209,8 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
     std::optional<Error> refused;
     for (int attempt = 1;; ++attempt) {
         std::optional<NotYet> not_yet;
-        if (std::optional<CmConnection> c = connect_once(dst, peer, timeout_s, deadline, dev, qp, initiator_depth, attempt == 1, not_yet))
+        if (std::optional<CmConnection> c =
+                connect_once(dst, peer, timeout_s, deadline, dev, qp, initiator_depth, attempt == 1, not_yet))
             return std::move(*c);
         if (not_yet->refused)
             refused = not_yet->error;
@@ -222,8 +227,8 @@ CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv
 {
     CmConnection c = cm_listen(port, 1);
     info("listening on port %u; waiting up to %d s for the client (the side with -sa)", port, timeout_s);
-    CmEventPtr req = expect_cm_event(c.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, timeout_s,
-                                     "a client to connect", c.peer);
+    CmEventPtr req =
+        expect_cm_event(c.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, timeout_s, "a client to connect", c.peer);
     c.id.reset(req->id); // a connection request comes with a new cm_id: ours to destroy
     c.peer = addr_to_string(rdma_get_peer_addr(req->id));
     c.qp = qp;
@@ -266,8 +271,9 @@ CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv
             throw cm_event_error(*ev, "the connection to be established", c.peer);
         if (deadline.expired())
             throw timeout_error(timeout_s, "the connection to be established (RDMA_CM_EVENT_ESTABLISHED)",
-                                "no answer from " + c.peer + ": is the peer running, with -cm and the same -lp? raise "
-                                "-t if it is just slow");
+                                "no answer from " + c.peer +
+                                    ": is the peer running, with -cm and the same -lp? raise "
+                                    "-t if it is just slow");
     }
     //! [established]
     info("RDMA CM: connection established from %s", c.peer.c_str());

@@ -21,8 +21,9 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
         in4->sin_family = AF_INET;
         in4->sin_port = htons(port);
         if (nul || inet_pton(AF_INET, text.c_str(), &in4->sin_addr) != 1)
-            throw Error("-sa " + quote(text) + " is not an IPv4 address", "give a dotted quad such as 10.77.0.1, or say "
-                                                                       "what it is with -sat ipv6 or -sat gid");
+            throw Error("-sa " + quote(text) + " is not an IPv4 address",
+                        "give a dotted quad such as 10.77.0.1, or say "
+                        "what it is with -sat ipv6 or -sat gid");
         return a;
     }
     if (type == AddrType::ipv6) {
@@ -42,7 +43,8 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
     // IPv4-mapped ::ffff:a.b.c.d stands for a.b.c.d, any other for the IPv6 address it spells.
     ibv_gid gid{};
     if (!gid_from_string(text, gid))
-        throw Error("-sa " + quote(text) + " is not a GID", "give a GID as ibv_devinfo -v prints it, e.g. ::ffff:10.77.0.1");
+        throw Error("-sa " + quote(text) + " is not a GID",
+                    "give a GID as ibv_devinfo -v prints it, e.g. ::ffff:10.77.0.1");
     static const std::uint8_t v4_prefix[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
     if (std::memcmp(gid.raw, v4_prefix, sizeof v4_prefix) == 0) {
         in4->sin_family = AF_INET;
@@ -52,9 +54,10 @@ SockAddr parse_server_addr(const std::string &text, AddrType type, std::uint16_t
     }
     if (gid.raw[0] == 0xfe && (gid.raw[1] & 0xc0) == 0x80)
         throw Error("-sa " + quote(text) + " is a link-local GID (fe80::/10): it names an address on one link only",
-                    "RDMA CM needs to know which link: use -sat ipv6 -sa " + text + "%IFACE, or the peer's "
-                    "IPv4-mapped GID (::ffff:a.b.c.d) with -sat gid. AF_IB (InfiniBand GID addressing) is not "
-                    "supported by RoCE devices");
+                    "RDMA CM needs to know which link: use -sat ipv6 -sa " + text +
+                        "%IFACE, or the peer's "
+                        "IPv4-mapped GID (::ffff:a.b.c.d) with -sat gid. AF_IB (InfiniBand GID addressing) is not "
+                        "supported by RoCE devices");
     in6->sin6_family = AF_INET6;
     in6->sin6_port = htons(port);
     std::memcpy(&in6->sin6_addr, gid.raw, 16);

@@ -51,31 +51,32 @@ bool cm_event_ready(rdma_event_channel *ch, int wait_ms)
 
 Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std::string &peer)
 {
-    const std::string head = "waiting for " + what + ": got " + cm_event_name(ev.event) + " (status " +
-                             std::to_string(ev.status) + ")";
+    const std::string head =
+        "waiting for " + what + ": got " + cm_event_name(ev.event) + " (status " + std::to_string(ev.status) + ")";
     switch (ev.event) {
     case RDMA_CM_EVENT_ADDR_ERROR:
-        return Error(head, "no local RDMA device reaches " + peer + ": check the address, that it is on a network "
-                           "an RDMA device is bound to (rdma link show), and -sat");
+        return Error(head, "no local RDMA device reaches " + peer +
+                               ": check the address, that it is on a network "
+                               "an RDMA device is bound to (rdma link show), and -sat");
     case RDMA_CM_EVENT_ROUTE_ERROR:
         return Error(head, "no route to " + peer + " through the RDMA device; check `ip route get` for the address");
     case RDMA_CM_EVENT_UNREACHABLE:
-        return Error(head, "the CM got no answer from " + peer + ": is the server running there, is the network up, "
-                           "and is the server's RDMA device bound to that address?");
+        return Error(head, "the CM got no answer from " + peer +
+                               ": is the server running there, is the network up, "
+                               "and is the server's RDMA device bound to that address?");
     case RDMA_CM_EVENT_REJECTED:
         if (ev.status == rej_invalid_service_id) // no listener on that port
-            return Error(head + ": nobody listens on " + peer, "is the server running on " + peer + "? start it "
-                                                               "first (the side without -sa), with the same -lp");
+            return Error(head + ": nobody listens on " + peer, "is the server running on " + peer +
+                                                                   "? start it "
+                                                                   "first (the side without -sa), with the same -lp");
         return Error(head + ": the server refused the connection",
                      "the server may have all the clients it expects (-nc) or may have stopped; check its output");
     case RDMA_CM_EVENT_CONNECT_ERROR:
         return Error(head, "the connection failed while being set up; check the peer's output");
     case RDMA_CM_EVENT_DISCONNECTED:
         return Error(head + ": the peer disconnected", "the peer stopped early; its output says why");
-    case RDMA_CM_EVENT_DEVICE_REMOVAL:
-        return Error(head + ": the RDMA device went away", "check `rdma link show`");
-    default:
-        return Error(head, "an event this sample does not expect here; check the peer's output");
+    case RDMA_CM_EVENT_DEVICE_REMOVAL: return Error(head + ": the RDMA device went away", "check `rdma link show`");
+    default: return Error(head, "an event this sample does not expect here; check the peer's output");
     }
 }
 
@@ -92,8 +93,9 @@ CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, 
         CmEventPtr ev = next_cm_event(ch, deadline);
         if (!ev)
             throw timeout_error(deadline.timeout_s(), what + " (" + cm_event_name(expected) + ")",
-                                "no answer from " + peer + ": is the peer running, with -cm and the same -lp? raise -t "
-                                "if it is just slow");
+                                "no answer from " + peer +
+                                    ": is the peer running, with -cm and the same -lp? raise -t "
+                                    "if it is just slow");
         if (ev->event == expected && ev->status == 0)
             return ev;
         // Housekeeping events that say nothing about this connection.

@@ -24,8 +24,6 @@ namespace rdma_samples {
  */
 inline constexpr int rej_invalid_service_id = 8;
 
-
-
 /**
  * @brief Wait for the next CM event on @p ch until @p deadline.
  * @param ch       the event channel
@@ -33,7 +31,6 @@ inline constexpr int rej_invalid_service_id = 8;
  * @return the event, or an empty pointer when the deadline passed first
  */
 CmEventPtr next_cm_event(rdma_event_channel *ch, const Deadline &deadline);
-
 
 /**
  * @brief The Error (with hint) for an unexpected or failure event while waiting for @p what.
@@ -43,9 +40,5 @@ CmEventPtr next_cm_event(rdma_event_channel *ch, const Deadline &deadline);
  * @return the error to throw
  */
 Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std::string &peer);
-
-
-
-
 
 } // namespace rdma_samples

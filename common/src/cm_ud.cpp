@@ -14,8 +14,8 @@ namespace rdma_samples {
 namespace {
 
 /** One try: address, route, SIDR REQ. The answer, or nothing when nobody listens (yet). */
-std::optional<CmUdPeer> lookup_once(SockAddr dst, const std::string &peer, const Deadline &deadline,
-                                    const Device &dev, const ibv_qp *qp)
+std::optional<CmUdPeer> lookup_once(SockAddr dst, const std::string &peer, const Deadline &deadline, const Device &dev,
+                                    const ibv_qp *qp)
 {
     CmUdPeer p;
     p.cm.peer = peer;
@@ -23,8 +23,10 @@ std::optional<CmUdPeer> lookup_once(SockAddr dst, const std::string &peer, const
     rdma_cm_id *id = nullptr;
     check_rc(rdma_create_id(p.cm.channel.get(), &id, nullptr, RDMA_PS_UDP), "rdma_create_id(RDMA_PS_UDP)");
     p.cm.id.reset(id);
-    check_rc(rdma_resolve_addr(id, nullptr, dst.get(), std::max(deadline.left_ms(), 1)), "rdma_resolve_addr(" + peer + ")",
-             [](int) -> std::string { return "check the address and -sat; it must be reachable through an RDMA device's interface"; });
+    check_rc(rdma_resolve_addr(id, nullptr, dst.get(), std::max(deadline.left_ms(), 1)),
+             "rdma_resolve_addr(" + peer + ")", [](int) -> std::string {
+                 return "check the address and -sat; it must be reachable through an RDMA device's interface";
+             });
     expect_cm_event(p.cm.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, deadline, "the address of " + peer, peer);
     check_cm_device(id, dev);
     check_rc(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")");
@@ -64,7 +66,8 @@ CmUdPeer cm_ud_connect(const CmServerAddr &server, int timeout_s, const Device &
         }
         if (deadline.expired())
             throw timeout_error(timeout_s, "the UD server at " + peer + " to answer (SIDR reply)",
-                                "is the receiver running with -cm and the same -lp on " + peer + "? raise -t if it is just slow");
+                                "is the receiver running with -cm and the same -lp on " + peer +
+                                    "? raise -t if it is just slow");
         if (attempt == 1)
             info("nobody answers on %s yet; trying again for up to %d s", peer.c_str(), timeout_s);
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200, deadline.left_ms())));

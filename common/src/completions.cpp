@@ -75,10 +75,11 @@ void Completions::check(const ibv_wc &wc, ibv_wc_opcode expected, const std::str
             try {
                 check_wc(wc, expected, what);
             } catch (const Error &e) {
-                throw Error(e.what(), "this request was flushed because our QP went to the error state, and none of our "
-                                      "own requests failed first: the connection broke (for example, our QP refused a "
-                                      "request of the peer, whose own error names it; or the peer is gone): read the "
-                                      "peer's output");
+                throw Error(e.what(),
+                            "this request was flushed because our QP went to the error state, and none of our "
+                            "own requests failed first: the connection broke (for example, our QP refused a "
+                            "request of the peer, whose own error names it; or the peer is gone): read the "
+                            "peer's output");
             }
         }
         check_wc(wc, expected, what);

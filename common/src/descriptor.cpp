@@ -75,7 +75,8 @@ public:
         const std::string &v = text(key);
         const std::string expected = std::string("expected ") + (want_hex ? "a hex number 0x..." : "a decimal number") +
                                      " up to " + (want_hex ? hex(max, 0) : std::to_string(max)) + ", got " + quote(v);
-        const std::optional<std::uint64_t> out = parse_unsigned(v, want_hex ? NumberBase::hex : NumberBase::decimal, max);
+        const std::optional<std::uint64_t> out =
+            parse_unsigned(v, want_hex ? NumberBase::hex : NumberBase::decimal, max);
         if (!out)
             fail(line(key), key + ": " + expected);
         return *out;
@@ -107,8 +108,8 @@ ibv_gid parse_gid(const Fields &f)
 {
     ibv_gid gid{};
     if (!gid_from_string(f.text("gid"), gid))
-        f.fail(f.line("gid"), "gid: expected an IPv6-style GID such as ::ffff:10.0.0.1 or fe80::1, got " +
-                                  quote(f.text("gid")));
+        f.fail(f.line("gid"),
+               "gid: expected an IPv6-style GID such as ::ffff:10.0.0.1 or fe80::1, got " + quote(f.text("gid")));
     return gid;
 }
 
@@ -128,7 +129,10 @@ std::uint64_t new_nonce()
     return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
 }
 
-const char *resource_kind_name(ResourceKind k) { return k == ResourceKind::mmap ? "mmap" : "sync_event"; }
+const char *resource_kind_name(ResourceKind k)
+{
+    return k == ResourceKind::mmap ? "mmap" : "sync_event";
+}
 
 std::string format_descriptor(const ConnectionDescriptor &d)
 {
@@ -205,8 +209,9 @@ UdDescriptor parse_ud_descriptor(const std::string &text, const std::string &sou
     Fields f(text, source);
     f.expect_header("version", "1");
     if (f.text("kind") != "ud")
-        f.fail(f.line("kind"), "kind: expected ud, got " + quote(f.text("kind")) +
-                                   " (is this the descriptor of another sample, or of an rdma_ud program's peer from another pair?)");
+        f.fail(f.line("kind"),
+               "kind: expected ud, got " + quote(f.text("kind")) +
+                   " (is this the descriptor of another sample, or of an rdma_ud program's peer from another pair?)");
     f.only({"version", "kind", "nonce", "peer_nonce", "qp_num", "qkey", "lid", "gid", "mtu"});
     UdDescriptor d;
     d.nonce = f.number("nonce", UINT64_MAX, true);
@@ -225,7 +230,8 @@ ResourceDescriptor parse_resource_descriptor(const std::string &text, const std:
     Fields f(text, source);
     f.expect_header("version", "1");
     if (f.text("kind") != resource_kind_name(kind))
-        f.fail(f.line("kind"), std::string("kind: expected ") + resource_kind_name(kind) + ", got " + quote(f.text("kind")));
+        f.fail(f.line("kind"),
+               std::string("kind: expected ") + resource_kind_name(kind) + ", got " + quote(f.text("kind")));
     f.only({"version", "kind", "nonce", "peer_nonce", "addr", "length", "rkey", "access"});
     ResourceDescriptor d;
     d.kind = kind;
@@ -241,7 +247,8 @@ ResourceDescriptor parse_resource_descriptor(const std::string &text, const std:
     d.rkey = static_cast<std::uint32_t>(f.number("rkey", 0xffffffff, true));
     d.access = access_from_string(f.text("access"));
     if (d.access < 0)
-        f.fail(f.line("access"), "access: expected flags such as local_write|remote_write, got " + quote(f.text("access")));
+        f.fail(f.line("access"),
+               "access: expected flags such as local_write|remote_write, got " + quote(f.text("access")));
     return d;
 }
 

@@ -31,11 +31,15 @@ std::string read_descriptor_text(const std::string &path, bool &exists)
         throw DescriptorError(path + ": is a directory, not a descriptor file");
     if (!S_ISREG(st.st_mode))
         throw DescriptorError(path + ": is a " +
-                              (S_ISFIFO(st.st_mode) ? "FIFO" : S_ISSOCK(st.st_mode) ? "socket" : "device or special file") +
+                              (S_ISFIFO(st.st_mode)   ? "FIFO"
+                               : S_ISSOCK(st.st_mode) ? "socket"
+                                                      : "device or special file") +
                               ", not a regular file; a descriptor is a small text file");
     if (st.st_size > static_cast<off_t>(max_descriptor_size))
-        throw DescriptorError(path + ": is too large (" + std::to_string(st.st_size) + " bytes; a descriptor is a few "
-                              "hundred, at most " + std::to_string(max_descriptor_size) + ")");
+        throw DescriptorError(path + ": is too large (" + std::to_string(st.st_size) +
+                              " bytes; a descriptor is a few "
+                              "hundred, at most " +
+                              std::to_string(max_descriptor_size) + ")");
     // O_NONBLOCK: if the file was swapped for a FIFO after stat(), open() still returns at once.
     const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
@@ -93,7 +97,8 @@ void write_descriptor_file(const std::string &path, const std::string &text)
 namespace {
 
 /** Poll for @p w.path until it parses and answers the right nonce; then remove it and return it. */
-template <typename D, typename Parse> D wait_for(const WaitFor &w, Parse parse)
+template <typename D, typename Parse>
+D wait_for(const WaitFor &w, Parse parse)
 {
     info("waiting up to %d s for %s (written by %s)", w.timeout_s, w.path.c_str(), w.from.c_str());
     Waiter waiter(w.timeout_s, w.path + " from " + w.from,

@@ -19,7 +19,10 @@ bool is_ipv4_mapped(const std::array<std::uint8_t, 16> &g)
     return g[10] == 0xff && g[11] == 0xff;
 }
 
-bool is_link_local(const std::array<std::uint8_t, 16> &g) { return g[0] == 0xfe && (g[1] & 0xc0) == 0x80; }
+bool is_link_local(const std::array<std::uint8_t, 16> &g)
+{
+    return g[0] == 0xfe && (g[1] & 0xc0) == 0x80;
+}
 
 /** Higher is better. */
 int gid_rank(const GidEntry &e)

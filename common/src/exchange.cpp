@@ -13,7 +13,8 @@ namespace rdma_samples {
 DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descriptor_size)
 {
     // Local write: the device writes the incoming message into this buffer. Nothing remote.
-    mr_.reset(check(ibv_reg_mr(pd, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr(descriptor receive)"));
+    mr_.reset(
+        check(ibv_reg_mr(pd, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr(descriptor receive)"));
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(buf_.data());
     sge.length = static_cast<std::uint32_t>(buf_.size());
@@ -28,7 +29,8 @@ DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descript
 
 std::string DescriptorReceive::wait(Completions &completions, int timeout_s)
 {
-    const ibv_wc wc = completions.wait(descriptor_recv_wr_id, IBV_WC_RECV, timeout_s, "the peer's descriptor (a SEND right after connecting)");
+    const ibv_wc wc = completions.wait(descriptor_recv_wr_id, IBV_WC_RECV, timeout_s,
+                                       "the peer's descriptor (a SEND right after connecting)");
     return std::string(buf_.data(), wc.byte_len);
 }
 
@@ -57,7 +59,7 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std
 }
 
 Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
-                           const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
+                              const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
 {
     Exchange exchange;
     if (args.use_cm) {
@@ -67,7 +69,8 @@ Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, i
             text.emplace(pd, qp);
         exchange.cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp, max_rd_atomic);
         if (text) {
-            exchange.resource = parse_resource_descriptor(text->wait(completions, args.timeout_s), peer + "'s SEND", *resource);
+            exchange.resource =
+                parse_resource_descriptor(text->wait(completions, args.timeout_s), peer + "'s SEND", *resource);
             info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
         }
         return exchange;
@@ -77,13 +80,14 @@ Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, i
     write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
     info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
          gid_to_string(local.gid).c_str());
-    const ConnectionDescriptor remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
+    const ConnectionDescriptor remote =
+        wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
     info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
     qp_to_rtr(qp, dev, remote);
     qp_to_rts(qp, psn, max_rd_atomic);
     if (resource)
-        exchange.resource = wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce},
-                                                  *resource);
+        exchange.resource =
+            wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce}, *resource);
     return exchange;
 }
 
@@ -104,7 +108,8 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
         }
         return exchange;
     }
-    const ConnectionDescriptor remote = wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, {}});
+    const ConnectionDescriptor remote =
+        wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, {}});
     info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
     const std::uint32_t psn = random_psn();
     qp_to_rtr(qp, dev, remote, max_dest_rd_atomic);

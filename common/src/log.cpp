@@ -65,8 +65,17 @@ void trace(const char *fmt, ...)
     va_end(ap);
 }
 
-int current_step() { return g_step; }
-void set_verbose(bool on) { g_verbose = on; }
-bool verbose() { return g_verbose; }
+int current_step()
+{
+    return g_step;
+}
+void set_verbose(bool on)
+{
+    g_verbose = on;
+}
+bool verbose()
+{
+    return g_verbose;
+}
 
 } // namespace rdma_samples

@@ -11,7 +11,10 @@
 
 namespace rdma_samples {
 
-void Buffer::Free::operator()(char *p) const { std::free(p); }
+void Buffer::Free::operator()(char *p) const
+{
+    std::free(p);
+}
 
 Buffer::Buffer(std::size_t size) : size_(size)
 {

@@ -24,8 +24,9 @@ QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps, ibv_srq *srq)
     init.cap.max_recv_wr = srq ? 0 : caps.max_recv_wr;
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
-    return QpPtr(check(ibv_create_qp(pd, &init), "ibv_create_qp(RC, send_wr " + std::to_string(caps.max_send_wr) +
-                                                     (srq ? ", SRQ)" : ", recv_wr " + std::to_string(caps.max_recv_wr) + ")")));
+    return QpPtr(
+        check(ibv_create_qp(pd, &init), "ibv_create_qp(RC, send_wr " + std::to_string(caps.max_send_wr) +
+                                            (srq ? ", SRQ)" : ", recv_wr " + std::to_string(caps.max_recv_wr) + ")")));
 }
 
 void qp_to_init(ibv_qp *qp, const Device &dev, int remote_access)
@@ -124,7 +125,10 @@ int retransmit_window_ms(ibv_qp *qp)
     return linger_ms;
 }
 
-int mtu_bytes(ibv_mtu mtu) { return 128 << static_cast<int>(mtu); }
+int mtu_bytes(ibv_mtu mtu)
+{
+    return 128 << static_cast<int>(mtu);
+}
 
 ibv_mtu path_mtu(const Device &dev, int peer_mtu_bytes)
 {
@@ -151,6 +155,5 @@ ConnectionDescriptor describe_qp(const ibv_qp *qp, const Device &dev, std::uint3
     d.mtu = mtu_bytes(dev.port_attr.active_mtu);
     return d;
 }
-
 
 } // namespace rdma_samples

@@ -20,7 +20,10 @@ const char *test_control_name(TestHook hook)
     return "";
 }
 
-const char *test_control(TestHook hook) { return std::getenv(test_control_name(hook)); }
+const char *test_control(TestHook hook)
+{
+    return std::getenv(test_control_name(hook));
+}
 
 int test_control_int(TestHook hook, int fallback)
 {

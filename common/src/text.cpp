@@ -33,7 +33,8 @@ std::string quote(const std::string &text, std::size_t max)
 
 std::optional<std::uint64_t> parse_unsigned(const std::string &text, NumberBase base, std::uint64_t max)
 {
-    const bool has_0x = text.size() > 2 && text[0] == '0' && (text[1] == 'x' || (base == NumberBase::either && text[1] == 'X'));
+    const bool has_0x =
+        text.size() > 2 && text[0] == '0' && (text[1] == 'x' || (base == NumberBase::either && text[1] == 'X'));
     const bool hex = base == NumberBase::hex || (base == NumberBase::either && has_0x);
     if (hex && !has_0x)
         return std::nullopt;

@@ -32,7 +32,10 @@ Deadline Deadline::in_ms(int ms)
     return d;
 }
 
-bool Deadline::expired() const { return now_ns() >= at_ns_; }
+bool Deadline::expired() const
+{
+    return now_ns() >= at_ns_;
+}
 
 int Deadline::left_ms() const
 {
@@ -40,7 +43,10 @@ int Deadline::left_ms() const
     return left > 0 ? static_cast<int>(left) : 0;
 }
 
-void Deadline::restart() { at_ns_ = now_ns() + span_ns_; }
+void Deadline::restart()
+{
+    at_ns_ = now_ns() + span_ns_;
+}
 
 Error timeout_error(int timeout_s, const std::string &what, const std::string &hint)
 {
@@ -50,13 +56,11 @@ Error timeout_error(int timeout_s, const std::string &what, const std::string &h
 
 Waiter::Waiter(int timeout_s, std::string what, std::string hint)
     : deadline_(timeout_s), what_(std::move(what)), hint_(std::move(hint))
-{
-}
+{}
 
 Waiter::Waiter(int timeout_s, std::string what, ibv_context *device)
     : deadline_(timeout_s), what_(std::move(what)), device_(device)
-{
-}
+{}
 
 void Waiter::pause()
 {

@@ -29,28 +29,28 @@ inline constexpr std::uint32_t max_qps = 16;
 
 /** @brief Every knob, after defaults are filled in by finish(). */
 struct Options {
-    Op op = Op::write;                ///< --op
-    Mode mode = Mode::bw;             ///< --mode
-    std::uint32_t size = 0;           ///< --size (0 until finish(): 65536 for bw, 2 for lat, 8 for atomics)
-    bool all_sizes = false;           ///< --all: 2, 4, ... 8 MiB (perftest -a)
-    std::uint32_t iters = 1000;       ///< --iters: timed operations per size (and per QP)
-    std::uint32_t qps = 1;            ///< -q, --qps: queue pairs sharing the CQ (bandwidth only; perftest -q)
-    std::uint32_t duration_s = 0;     ///< --duration: repeat --iters rounds for at least this long (0: once)
-    std::int64_t warmup = -1;         ///< --warmup: untimed operations before them (-1: iters / 10)
-    std::uint32_t tx_depth = 0;       ///< --tx-depth: send work requests outstanding (0: 128 bw, 1 lat)
-    std::uint32_t rx_depth = 512;     ///< --rx-depth: receives posted ahead (SEND, WRITE with immediate)
-    std::uint32_t cq_mod = 0;         ///< --cq-mod: signal every N-th send (0: min(100, depth) bw, 1 lat)
-    std::int64_t inline_size = -1;    ///< --inline-size: largest message sent inline (-1: 0 bw, 220 lat)
-    std::uint32_t post_list = 1;      ///< --post-list: work requests per ibv_post_send() call
-    std::uint32_t poll_batch = 16;    ///< --poll-batch: completions taken per ibv_poll_cq() call
-    bool events = false;              ///< --events: sleep on a completion channel instead of busy polling
-    bool cas = false;                 ///< --atomic cas: compare-and-swap instead of fetch-and-add
-    bool yield = true;                ///< busy polling yields every 1024 empty polls (--no-yield: never)
-    bool csv = false;                 ///< --output csv: the result rows comma-separated, for scripts
-    bool verify = false;              ///< --verify: check the data after the run
-    bool explicit_tx_depth = false;   ///< --tx-depth was given
-    bool explicit_cq_mod = false;     ///< --cq-mod was given
-    bool explicit_atomic = false;     ///< --atomic was given
+    Op op = Op::write;              ///< --op
+    Mode mode = Mode::bw;           ///< --mode
+    std::uint32_t size = 0;         ///< --size (0 until finish(): 65536 for bw, 2 for lat, 8 for atomics)
+    bool all_sizes = false;         ///< --all: 2, 4, ... 8 MiB (perftest -a)
+    std::uint32_t iters = 1000;     ///< --iters: timed operations per size (and per QP)
+    std::uint32_t qps = 1;          ///< -q, --qps: queue pairs sharing the CQ (bandwidth only; perftest -q)
+    std::uint32_t duration_s = 0;   ///< --duration: repeat --iters rounds for at least this long (0: once)
+    std::int64_t warmup = -1;       ///< --warmup: untimed operations before them (-1: iters / 10)
+    std::uint32_t tx_depth = 0;     ///< --tx-depth: send work requests outstanding (0: 128 bw, 1 lat)
+    std::uint32_t rx_depth = 512;   ///< --rx-depth: receives posted ahead (SEND, WRITE with immediate)
+    std::uint32_t cq_mod = 0;       ///< --cq-mod: signal every N-th send (0: min(100, depth) bw, 1 lat)
+    std::int64_t inline_size = -1;  ///< --inline-size: largest message sent inline (-1: 0 bw, 220 lat)
+    std::uint32_t post_list = 1;    ///< --post-list: work requests per ibv_post_send() call
+    std::uint32_t poll_batch = 16;  ///< --poll-batch: completions taken per ibv_poll_cq() call
+    bool events = false;            ///< --events: sleep on a completion channel instead of busy polling
+    bool cas = false;               ///< --atomic cas: compare-and-swap instead of fetch-and-add
+    bool yield = true;              ///< busy polling yields every 1024 empty polls (--no-yield: never)
+    bool csv = false;               ///< --output csv: the result rows comma-separated, for scripts
+    bool verify = false;            ///< --verify: check the data after the run
+    bool explicit_tx_depth = false; ///< --tx-depth was given
+    bool explicit_cq_mod = false;   ///< --cq-mod was given
+    bool explicit_atomic = false;   ///< --atomic was given
 
     /** @brief The sizes to measure, smallest first.
      *  @return one size, or every power of two from 2 to max_size */
@@ -59,7 +59,6 @@ struct Options {
      *  @return warmup + iters */
     std::uint64_t per_size() const { return static_cast<std::uint64_t>(warmup) + iters; }
 };
-
 
 /** @brief The operation's name as --op takes it. @param op the operation @return e.g. "write_imm" */
 const char *op_name(Op op);
@@ -76,6 +75,5 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o);
 
 /** @brief Fill in the defaults and check the knobs against each other. @throws KnobError */
 void finish(Options &o);
-
 
 } // namespace rdma_bench

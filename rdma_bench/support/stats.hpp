@@ -46,8 +46,8 @@ inline CpuTime cpu_us()
 /** @brief Header of the bandwidth table. @param csv comma-separated (--output csv) instead of aligned */
 inline void print_bw_header(bool csv)
 {
-    rdma_samples::result(csv ? "%s,%s,%s,%s,%s,%s,%s" : "%10s %11s %11s %11s %11s %11s %11s", "bytes", "iterations", "MB/s",
-                         "Gb/s", "Mmsg/s", "user_us/op", "sys_us/op");
+    rdma_samples::result(csv ? "%s,%s,%s,%s,%s,%s,%s" : "%10s %11s %11s %11s %11s %11s %11s", "bytes", "iterations",
+                         "MB/s", "Gb/s", "Mmsg/s", "user_us/op", "sys_us/op");
 }
 
 /**
@@ -63,16 +63,17 @@ inline void print_bw_row(std::uint32_t size, std::uint64_t iters, std::int64_t n
     const double n = static_cast<double>(iters);
     const double bytes = static_cast<double>(size) * n;
     // MB/s is perftest's MiB/s (2^20 bytes); Gb/s is perftest's --report_gbits (10^9 bits).
-    rdma_samples::result(csv ? "%u,%llu,%.2f,%.4f,%.6f,%.3f,%.3f" : "%10u %11llu %11.2f %11.4f %11.6f %11.3f %11.3f", size,
-                         static_cast<unsigned long long>(iters),
-                         bytes / s / (1024.0 * 1024.0), bytes * 8 / s / 1e9, n / s / 1e6, cpu.user / n, cpu.sys / n);
+    rdma_samples::result(csv ? "%u,%llu,%.2f,%.4f,%.6f,%.3f,%.3f" : "%10u %11llu %11.2f %11.4f %11.6f %11.3f %11.3f",
+                         size, static_cast<unsigned long long>(iters), bytes / s / (1024.0 * 1024.0),
+                         bytes * 8 / s / 1e9, n / s / 1e6, cpu.user / n, cpu.sys / n);
 }
 
 /** @brief Header of the latency table. @param csv comma-separated (--output csv) instead of aligned */
 inline void print_lat_header(bool csv)
 {
     rdma_samples::result(csv ? "%s,%s,%s,%s,%s,%s,%s,%s,%s" : "%10s %11s %9s %9s %9s %9s %9s %11s %11s", "bytes",
-                         "iterations", "min_us", "median_us", "p99_us", "p99.9_us", "max_us", "user_us/op", "sys_us/op");
+                         "iterations", "min_us", "median_us", "p99_us", "p99.9_us", "max_us", "user_us/op",
+                         "sys_us/op");
 }
 
 /**
@@ -90,12 +91,16 @@ inline void print_lat_row(std::uint32_t size, std::vector<double> &ns, CpuTime c
         return ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)] / 1000.0;
     };
     const auto n = static_cast<double>(ns.size());
-    rdma_samples::result(csv ? "%u,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f" : "%10u %11zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.3f %11.3f",
-                         size, ns.size(), ns.front() / 1000.0,
-                         pct(0.5), pct(0.99), pct(0.999), ns.back() / 1000.0, cpu.user / n, cpu.sys / n);
+    rdma_samples::result(csv ? "%u,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f"
+                             : "%10u %11zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.3f %11.3f",
+                         size, ns.size(), ns.front() / 1000.0, pct(0.5), pct(0.99), pct(0.999), ns.back() / 1000.0,
+                         cpu.user / n, cpu.sys / n);
 }
 
 /** @brief The byte a verified buffer holds at offset @p i. @param i offset @return the byte */
-inline char pattern(std::size_t i) { return static_cast<char>((i * 7 + 3) & 0xff); }
+inline char pattern(std::size_t i)
+{
+    return static_cast<char>((i * 7 + 3) & 0xff);
+}
 
 } // namespace rdma_bench

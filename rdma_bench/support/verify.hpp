@@ -36,18 +36,20 @@ inline void verify_requester(const Loop &loop)
         std::uint64_t fetched = 0;
         std::memcpy(&fetched, landing, sizeof fetched);
         if (o.op == Op::atomic && fetched != o.per_size() - 1)
-            throw rdma_samples::Error(std::string("the last ") + (o.cas ? "compare-and-swap" : "fetch-and-add") + on_qp +
-                                          " returned " + std::to_string(fetched) + ", expected " + std::to_string(o.per_size() - 1),
+            throw rdma_samples::Error(std::string("the last ") + (o.cas ? "compare-and-swap" : "fetch-and-add") +
+                                          on_qp + " returned " + std::to_string(fetched) + ", expected " +
+                                          std::to_string(o.per_size() - 1),
                                       "another requester may share the responder's counter");
         for (std::uint32_t i = 0; i < n; ++i)
             if (landing[i] != pattern(i))
-                throw rdma_samples::Error("byte " + std::to_string(i) + " of what came back" + on_qp + " differs from what was sent",
+                throw rdma_samples::Error("byte " + std::to_string(i) + " of what came back" + on_qp +
+                                              " differs from what was sent",
                                           "the data was damaged or overwritten in flight");
     }
     rdma_samples::result("Verified: %s", o.op == Op::atomic ? o.cas ? "the counter went up by one per compare-and-swap"
-                                                           : "the counter went up by one per fetch-and-add"
-                                         : n > 0           ? "the bytes that came back are the ones expected"
-                                                           : "the responder checks what arrived");
+                                                                    : "the counter went up by one per fetch-and-add"
+                                         : n > 0            ? "the bytes that came back are the ones expected"
+                                                            : "the responder checks what arrived");
 }
 
 /**
@@ -59,7 +61,8 @@ inline void verify_requester(const Loop &loop)
 inline void verify_responder(const Loop &loop, std::uint64_t expected)
 {
     const Options &o = loop.opt;
-    const std::uint32_t n = o.op == Op::atomic || o.op == Op::read ? 0 : o.sizes().back() - 1; // (the last: a ping's tag)
+    // (the last: a ping's tag)
+    const std::uint32_t n = o.op == Op::atomic || o.op == Op::read ? 0 : o.sizes().back() - 1;
     for (std::size_t q = 0; q < loop.lanes.size(); ++q) {
         const Lane &lane = loop.lanes[q];
         std::uint64_t counter = 0;
@@ -68,10 +71,11 @@ inline void verify_responder(const Loop &loop, std::uint64_t expected)
         for (std::uint32_t i = 0; ok && i < n; ++i)
             ok = lane.landing[i] == pattern(i);
         if (!ok || loop.bad_imm || lane.received != expected)
-            throw rdma_samples::Error("the data in our memory" + (loop.lanes.size() > 1 ? " from QP " + std::to_string(q) : std::string()) +
-                                          " is not what the requester sent (" + std::to_string(lane.received) +
-                                          " messages of " + std::to_string(expected) + ", counter " + std::to_string(counter) + ")",
-                                      "both sides must run with the same --op, --mode, --size/--all, --iters, --warmup and -q");
+            throw rdma_samples::Error(
+                "the data in our memory" + (loop.lanes.size() > 1 ? " from QP " + std::to_string(q) : std::string()) +
+                    " is not what the requester sent (" + std::to_string(lane.received) + " messages of " +
+                    std::to_string(expected) + ", counter " + std::to_string(counter) + ")",
+                "both sides must run with the same --op, --mode, --size/--all, --iters, --warmup and -q");
     }
     rdma_samples::result("Verified: %s", o.op != Op::atomic ? "every byte is as sent"
                                          : o.cas            ? "the counter holds one per compare-and-swap"

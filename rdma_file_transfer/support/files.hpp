@@ -69,7 +69,9 @@ public:
     }
 
 private:
-    struct Free { void operator()(EVP_MD_CTX *c) const { EVP_MD_CTX_free(c); } };
+    struct Free {
+        void operator()(EVP_MD_CTX *c) const { EVP_MD_CTX_free(c); }
+    };
     std::unique_ptr<EVP_MD_CTX, Free> ctx_;
 };
 
@@ -112,7 +114,7 @@ inline Source open_source(const std::string &path)
         rdma_samples::fail_errno("open(" + rdma_samples::quote(path) + ")", errno,
                                  errno == ENOENT ? "check the path of the file to send"
                                                  : "the sender needs read permission on the file (ls -l)");
-    struct stat st{};
+    struct stat st {};
     if (fstat(fd.get(), &st) != 0)
         rdma_samples::fail_errno("fstat(" + rdma_samples::quote(path) + ")", errno);
     if (S_ISDIR(st.st_mode))
@@ -146,7 +148,7 @@ inline std::size_t read_at(int fd, char *buf, std::size_t len, std::uint64_t off
  *  read; this tells whether those are the file's bytes. @param src the open file @return true if changed */
 inline bool changed_since_open(const Source &src)
 {
-    struct stat st{};
+    struct stat st {};
     if (fstat(src.fd.get(), &st) != 0)
         rdma_samples::fail_errno("fstat", errno);
     return static_cast<std::uint64_t>(st.st_size) != src.size || st.st_mtim.tv_sec != src.mtime.tv_sec ||
@@ -171,9 +173,8 @@ inline std::string bad_name(const std::string &name)
     if (name[0] == '.' || name[0] == '-')
         return "starts with " + name.substr(0, 1) + " (hidden files and names that read as flags are refused)";
     if (name.size() > max_name)
-        return "is " + std::to_string(name.size()) + " bytes; at most " + std::to_string(max_name) +
-               " fit (NAME_MAX " + std::to_string(NAME_MAX) + ", less " + std::to_string(temp_name_extra) +
-               " for the temporary name)";
+        return "is " + std::to_string(name.size()) + " bytes; at most " + std::to_string(max_name) + " fit (NAME_MAX " +
+               std::to_string(NAME_MAX) + ", less " + std::to_string(temp_name_extra) + " for the temporary name)";
     for (unsigned char c : name) {
         if (c == '/')
             return "contains /";
@@ -187,7 +188,7 @@ inline std::string bad_name(const std::string &name)
  *  @throws Error when @p name cannot be a file name there (bad_name()) */
 inline std::string destination(const std::string &out, const std::string &name)
 {
-    struct stat st{};
+    struct stat st {};
     if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
         const std::string base = out.substr(out.rfind('/') + 1);
         if (base.size() > max_name)
@@ -247,7 +248,8 @@ public:
             if (w < 0)
                 rdma_samples::fail_errno("write(" + rdma_samples::quote(dest_) + ")", errno,
                                          errno == ENOSPC || errno == EFBIG || errno == EDQUOT
-                                             ? "free space on the receiver's disk (df " + dir_ + ") or choose another -o"
+                                             ? "free space on the receiver's disk (df " + dir_ +
+                                                   ") or choose another -o"
                                              : "check the receiver's disk");
             p += w;
             n -= static_cast<std::size_t>(w);
@@ -257,10 +259,13 @@ public:
             // (a length of 0 would mean "to the end of the file": the first window has nothing before it)
             if (started_ > waited_ &&
                 sync_file_range(fd_, static_cast<off_t>(waited_), static_cast<off_t>(started_ - waited_),
-                                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) != 0 &&
+                                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) !=
+                    0 &&
                 errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-                rdma_samples::fail_errno("sync_file_range(" + rdma_samples::quote(dest_) + ")", errno, "check the receiver's disk");
-            sync_file_range(fd_, static_cast<off_t>(started_), static_cast<off_t>(written_ - started_), SYNC_FILE_RANGE_WRITE);
+                rdma_samples::fail_errno("sync_file_range(" + rdma_samples::quote(dest_) + ")", errno,
+                                         "check the receiver's disk");
+            sync_file_range(fd_, static_cast<off_t>(started_), static_cast<off_t>(written_ - started_),
+                            SYNC_FILE_RANGE_WRITE);
             waited_ = started_;
             started_ = written_;
         }
@@ -275,7 +280,8 @@ public:
             tmp_ = temp_name();
             const std::string self = "/proc/self/fd/" + std::to_string(fd_);
             if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp_.c_str(), AT_SYMLINK_FOLLOW) != 0)
-                rdma_samples::fail_errno("linkat(" + rdma_samples::quote(tmp_) + ")", errno, "check the receiver's disk");
+                rdma_samples::fail_errno("linkat(" + rdma_samples::quote(tmp_) + ")", errno,
+                                         "check the receiver's disk");
         }
         // Without --force, link() refuses an existing name (EEXIST), even one made since we checked.
         const int rc = force_ ? rename(tmp_.c_str(), dest_.c_str()) : link(tmp_.c_str(), dest_.c_str());

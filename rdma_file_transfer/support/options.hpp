@@ -20,27 +20,31 @@ inline constexpr int default_deadline_s = 3600;
 
 /** @brief The sender's flags. */
 struct SenderOptions {
-    std::string file;             ///< FILE
-    std::string id = "anonymous"; ///< --id
-    std::string name;             ///< --name (default: FILE's last component)
+    std::string file;                    ///< FILE
+    std::string id = "anonymous";        ///< --id
+    std::string name;                    ///< --name (default: FILE's last component)
     int deadline_s = default_deadline_s; ///< --deadline
 };
 
 /** @brief The receiver's flags. */
 struct ReceiverOptions {
-    std::string out;               ///< -o PATH|DIR (required: no silent default into the working directory)
+    std::string out;                     ///< -o PATH|DIR (required: no silent default into the working directory)
     int deadline_s = default_deadline_s; ///< --deadline
-    std::string keys_file;         ///< --keys
-    bool force = false;            ///< --force
-    std::uint32_t slots = 4;       ///< --slots
-    std::uint32_t chunk = 1 << 20; ///< --chunk
+    std::string keys_file;               ///< --keys
+    bool force = false;                  ///< --force
+    std::uint32_t slots = 4;             ///< --slots
+    std::uint32_t chunk = 1 << 20;       ///< --chunk
 };
 
 /** @brief A program that connects with RDMA CM only: no descriptor files, no resource descriptor.
  *  @param name,role,summary as in ProgramSpec @return the spec, without its own flags yet */
 inline rdma_samples::ProgramSpec cm_only_spec(const char *name, const char *role, const char *summary)
 {
-    return {.name = name, .role = role, .summary = summary, .resource_descriptor = false, .rdma_cm = true,
+    return {.name = name,
+            .role = role,
+            .summary = summary,
+            .resource_descriptor = false,
+            .rdma_cm = true,
             .descriptor_files = false};
 }
 
@@ -58,8 +62,9 @@ inline rdma_samples::ExtraFlag deadline_flag(int &deadline_s)
 inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
 {
     using rdma_samples::UsageError;
-    rdma_samples::ProgramSpec spec = cm_only_spec(
-        "rdma_file_sender", "sender", "Send FILE to rdma_file_receiver over RDMA WRITEs into its ring, verified with SHA-256.");
+    rdma_samples::ProgramSpec spec =
+        cm_only_spec("rdma_file_sender", "sender",
+                     "Send FILE to rdma_file_receiver over RDMA WRITEs into its ring, verified with SHA-256.");
     spec.operand_name = "FILE";
     spec.operand_help = "the file to send (a regular file)";
     spec.operand = [&opt](const std::string &v) {
@@ -75,7 +80,8 @@ inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
              opt.id = v;
          }},
         {"name", "NAME", "the name to store the file under, when the receiver's -o is a directory",
-         "FILE's last component", [&opt](const std::string &v) {
+         "FILE's last component",
+         [&opt](const std::string &v) {
              if (v.size() >= max_text) // (the receiver judges the name itself: NAME_MAX, /, ..)
                  throw UsageError("--name: at most " + std::to_string(max_text - 1) + " bytes");
              opt.name = v;
@@ -94,8 +100,9 @@ inline void check_receiver_options(const ReceiverOptions &opt)
         throw rdma_samples::UsageError("-o is required: the directory (or file path) to store the received file in",
                                        "e.g. -o ~/incoming; a sender's name is used only inside a directory you chose");
     if (std::uint64_t{opt.slots} * opt.chunk > max_ring_bytes)
-        throw rdma_samples::UsageError("--slots " + std::to_string(opt.slots) + " --chunk " + std::to_string(opt.chunk) +
-                                           ": a ring of more than " + std::to_string(max_ring_bytes) + " bytes",
+        throw rdma_samples::UsageError("--slots " + std::to_string(opt.slots) + " --chunk " +
+                                           std::to_string(opt.chunk) + ": a ring of more than " +
+                                           std::to_string(max_ring_bytes) + " bytes",
                                        "lower --slots or --chunk; the sender refuses a bigger ring too");
 }
 
@@ -103,23 +110,29 @@ inline void check_receiver_options(const ReceiverOptions &opt)
 inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
 {
     using rdma_samples::parse_number;
-    rdma_samples::ProgramSpec spec = cm_only_spec(
-        "rdma_file_receiver", "receiver",
-        "Receive one file from rdma_file_sender into a ring of slots, verify its SHA-256, keep it.");
+    rdma_samples::ProgramSpec spec =
+        cm_only_spec("rdma_file_receiver", "receiver",
+                     "Receive one file from rdma_file_sender into a ring of slots, verify its SHA-256, keep it.");
     spec.extra = {
         {"output", "PATH|DIR", "where to store the file (required); a directory: under the name the sender gives",
-         "none: required", [&opt](const std::string &v) {
+         "none: required",
+         [&opt](const std::string &v) {
              if (v.empty())
                  throw rdma_samples::UsageError("-o: empty; give a directory or a file path");
              opt.out = v;
-         }, "o"},
+         },
+         "o"},
         {"keys", "FILE", "one \"ID KEY\" per line: the key to send each sender ID (step 7)", "none: send a receipt",
          [&opt](const std::string &v) { opt.keys_file = v; }},
         {"force", "", "replace an existing file", "off", [&opt](const std::string &) { opt.force = true; }},
         {"slots", "N", "slots in the ring: chunks the sender may have in flight", "4",
-         [&opt](const std::string &v) { opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24)); }},
+         [&opt](const std::string &v) {
+             opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24));
+         }},
         {"chunk", "BYTES", "bytes per slot (one RDMA WRITE)", "1048576",
-         [&opt](const std::string &v) { opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, max_chunk)); }},
+         [&opt](const std::string &v) {
+             opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, max_chunk));
+         }},
         deadline_flag(opt.deadline_s),
     };
     return spec;

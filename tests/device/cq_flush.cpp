@@ -104,7 +104,8 @@ Flushed flush_into(const Device &dev, ibv_pd *pd, ibv_mr *mr, int cq_size, int t
     // reported an event (an overrun CQ takes no more), or -t runs out.
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeout_s);
     auto last_news = std::chrono::steady_clock::now();
-    while (f.send_flushes + f.recv_flushes + f.other < sends + receives && std::chrono::steady_clock::now() < deadline) {
+    while (f.send_flushes + f.recv_flushes + f.other < sends + receives &&
+           std::chrono::steady_clock::now() < deadline) {
         ibv_wc wc{};
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1) {
             last_news = std::chrono::steady_clock::now();
@@ -144,7 +145,8 @@ void run(const Args &args)
     int failed = 0;
 
     const Flushed rule = flush_into(dev, pd.get(), mr.get(), cq_entries(caps), args.timeout_s);
-    const bool all = rule.send_flushes == sends && rule.recv_flushes == receives && rule.other == 0 && rule.events.empty();
+    const bool all =
+        rule.send_flushes == sends && rule.recv_flushes == receives && rule.other == 0 && rule.events.empty();
     std::printf("%s 1 - CQ of cq_entries() = %d + %d (device gave %d): %s\n", all ? "ok" : "not ok", sends, receives,
                 rule.cqe, describe(rule).c_str());
     failed += all ? 0 : 1;
@@ -152,8 +154,9 @@ void run(const Args &args)
     const int wrong = signaled + receives;
     const Flushed small = flush_into(dev, pd.get(), mr.get(), wrong, args.timeout_s);
     if (small.cqe >= sends + receives) {
-        std::printf("ok 2 - CQ sized by the signaled sends alone, %d + %d # SKIP the device gave %d entries, room for all\n",
-                    signaled, receives, small.cqe);
+        std::printf(
+            "ok 2 - CQ sized by the signaled sends alone, %d + %d # SKIP the device gave %d entries, room for all\n",
+            signaled, receives, small.cqe);
     } else {
         const bool overrun = small.events.find("IBV_EVENT_CQ_ERR") != std::string::npos &&
                              small.send_flushes + small.recv_flushes + small.other < sends + receives;

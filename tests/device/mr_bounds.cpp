@@ -51,7 +51,7 @@ namespace {
 constexpr unsigned char canary = 0xA5;  // every responder byte, until a WRITE is allowed to change it
 constexpr unsigned char pattern = 0x5A; // every byte the requester sends (and its buffer's initial value)
 constexpr std::uint64_t canary64 = 0xA5A5A5A5A5A5A5A5ULL;
-constexpr std::size_t window_offset = 512; // the export starts here in the middle page...
+constexpr std::size_t window_offset = 512;   // the export starts here in the middle page...
 constexpr std::uint32_t window_length = 256; // ...and is this long
 constexpr std::uint64_t wr_id = 1;
 
@@ -59,12 +59,12 @@ enum class Op { write, read, fetch_add, cmp_swap };
 
 /** One request the requester sends, at an address relative to the window's start ("addr"). */
 struct Case {
-    std::string name;            ///< for the TAP line, e.g. "WRITE 1 byte at addr-1"
+    std::string name; ///< for the TAP line, e.g. "WRITE 1 byte at addr-1"
     Op op;
-    std::int64_t offset;         ///< remote address = addr + offset (ignored when absolute is set)
+    std::int64_t offset;                   ///< remote address = addr + offset (ignored when absolute is set)
     std::optional<std::uint64_t> absolute; ///< a remote address not relative to addr
-    std::uint32_t length;        ///< bytes (8 for atomics)
-    bool wrong_rkey = false;     ///< use rkey ^ 0x1000 instead of the window's rkey
+    std::uint32_t length;                  ///< bytes (8 for atomics)
+    bool wrong_rkey = false;               ///< use rkey ^ 0x1000 instead of the window's rkey
 };
 
 /** The hostile requests. Each must fail, and leave every byte of the 3 pages as it was. */
@@ -102,7 +102,7 @@ const char *op_name(Op op)
 
 /** Two RC QPs on one device, connected to each other, completing into one CQ. */
 struct Loopback {
-    CqPtr cq;        // declared first: destroyed last, after the QPs
+    CqPtr cq; // declared first: destroyed last, after the QPs
     QpPtr requester;
     QpPtr responder;
 };
@@ -147,8 +147,8 @@ std::optional<ibv_wc> poll_bounded(ibv_cq *cq, int timeout_s)
 
 /** What the requester posted and the device answered. */
 struct Outcome {
-    int post_errno = 0;               // ibv_post_send refused the request locally
-    std::optional<ibv_wc> wc;         // its completion, if one came in time
+    int post_errno = 0;       // ibv_post_send refused the request locally
+    std::optional<ibv_wc> wc; // its completion, if one came in time
 };
 
 Outcome post_and_wait(ibv_qp *qp, ibv_cq *cq, const ibv_mr *local, Op op, std::uint64_t remote_addr,
@@ -213,11 +213,13 @@ std::string differences(const unsigned char *actual, const std::vector<unsigned 
             first = i;
     if (count == 0)
         return {};
-    const std::string at = window_base ? where(static_cast<std::int64_t>(first) - static_cast<std::int64_t>(*window_base))
-                                       : "offset " + std::to_string(first);
+    const std::string at = window_base
+                               ? where(static_cast<std::int64_t>(first) - static_cast<std::int64_t>(*window_base))
+                               : "offset " + std::to_string(first);
     char text[160];
     std::snprintf(text, sizeof text, "%zu %s byte%s changed, first at %s: 0x%02x -> 0x%02x", count,
-                  window_base ? "responder" : "requester", count == 1 ? "" : "s", at.c_str(), expected[first], actual[first]);
+                  window_base ? "responder" : "requester", count == 1 ? "" : "s", at.c_str(), expected[first],
+                  actual[first]);
     return text;
 }
 
@@ -262,11 +264,11 @@ Args parse_command_line(int argc, char **argv)
             throw UsageError(flag + ": missing value");
         const std::string value = argv[++i];
         if (flag == "-d") {
-            const bool plain = !value.empty() && value.size() <= 64 &&
-                               std::all_of(value.begin(), value.end(), [](char c) {
-                                   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                                          c == '_' || c == '-' || c == '.';
-                               });
+            const bool plain =
+                !value.empty() && value.size() <= 64 && std::all_of(value.begin(), value.end(), [](char c) {
+                    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+                           c == '-' || c == '.';
+                });
             if (!plain)
                 throw UsageError("-d: " + quote(value) + " is not a device name");
             args.device = value;
@@ -291,7 +293,8 @@ int run(const Args &args)
     auto *mem = reinterpret_cast<unsigned char *>(pages.data());
     std::memset(mem, canary, pages.size());
     const std::size_t base = page_size + window_offset; // the window's offset in the 3 pages
-    const int access = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
+    const int access =
+        IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_ATOMIC;
     MrPtr window(check(ibv_reg_mr(pd.get(), mem + base, window_length, access), "ibv_reg_mr(window, 256 bytes)"));
     const std::uint64_t addr = reinterpret_cast<std::uintptr_t>(mem + base);
 
@@ -340,8 +343,8 @@ int run(const Args &args)
         std::string verdict;
         bool pass = false;
         if (out.post_errno != 0) {
-            verdict = std::string("ibv_post_send refused it locally: ") + std::strerror(out.post_errno) +
-                      " (errno " + std::to_string(out.post_errno) + "), so the responder's check was not exercised";
+            verdict = std::string("ibv_post_send refused it locally: ") + std::strerror(out.post_errno) + " (errno " +
+                      std::to_string(out.post_errno) + "), so the responder's check was not exercised";
         } else if (!out.wc) {
             verdict = "no completion within " + std::to_string(args.timeout_s) + " s";
         } else if (out.wc->status == IBV_WC_SUCCESS) {
@@ -382,9 +385,10 @@ int run(const Args &args)
         Loopback lb = connect_loopback(dev, pd.get());
         const Outcome out = post_and_wait(lb.requester.get(), lb.cq.get(), local_mr.get(), Op::write, addr,
                                           window_length, window->rkey, args.timeout_s);
-        std::string verdict = out.post_errno != 0 ? std::string("ibv_post_send failed: ") + std::strerror(out.post_errno)
-                              : !out.wc       ? "no completion within " + std::to_string(args.timeout_s) + " s"
-                                              : wc_status_name(out.wc->status);
+        std::string verdict = out.post_errno != 0
+                                  ? std::string("ibv_post_send failed: ") + std::strerror(out.post_errno)
+                              : !out.wc ? "no completion within " + std::to_string(args.timeout_s) + " s"
+                                        : wc_status_name(out.wc->status);
         bool pass = out.post_errno == 0 && out.wc && out.wc->status == IBV_WC_SUCCESS;
         const std::string changed = differences(mem, expected, base);
         if (!changed.empty()) {
@@ -405,8 +409,8 @@ int run(const Args &args)
         if ((i < base || i >= base + window_length) && mem[i] != canary)
             ++outside_bad;
     if (outside_bad == 0)
-        std::printf("ok %d - after all cases: every byte of the 3 pages outside the window holds the canary 0x%02x\n", n,
-                    canary);
+        std::printf("ok %d - after all cases: every byte of the 3 pages outside the window holds the canary 0x%02x\n",
+                    n, canary);
     else
         std::printf("not ok %d - after all cases: %zu bytes outside the window no longer hold the canary 0x%02x\n", n,
                     outside_bad, canary);

@@ -22,13 +22,23 @@ namespace {
 
 std::vector<ProgramSpec> specs()
 {
-    ProgramSpec requester{.name = "rdma_write_requester", .role = "requester", .summary = "fuzz", .message_flag = 'w',
-                          .message_help = "what to write", .rdma_cm = true};
+    ProgramSpec requester{.name = "rdma_write_requester",
+                          .role = "requester",
+                          .summary = "fuzz",
+                          .message_flag = 'w',
+                          .message_help = "what to write",
+                          .rdma_cm = true};
     ProgramSpec responder{.name = "rdma_write_responder", .role = "responder", .summary = "fuzz", .rdma_cm = true};
-    ProgramSpec server{.name = "rdma_multi_conn_receiver", .role = "receiver", .summary = "fuzz", .message_flag = 's',
-                       .message_help = "what to send", .resource_descriptor = false, .multi_conn = true, .rdma_cm = true};
-    server.extra.push_back({"add", "N", "a number", "1",
-                            [](const std::string &v) { (void)parse_number("--add", v, 0, UINT64_MAX); }});
+    ProgramSpec server{.name = "rdma_multi_conn_receiver",
+                       .role = "receiver",
+                       .summary = "fuzz",
+                       .message_flag = 's',
+                       .message_help = "what to send",
+                       .resource_descriptor = false,
+                       .multi_conn = true,
+                       .rdma_cm = true};
+    server.extra.push_back(
+        {"add", "N", "a number", "1", [](const std::string &v) { (void)parse_number("--add", v, 0, UINT64_MAX); }});
     server.extra.push_back({"try-write", "", "a switch", "", [](const std::string &) {}});
     return {requester, responder, server};
 }

@@ -37,6 +37,7 @@ namespace {
 enum class Role { sender, receiver };
 
 /** Each lie the rogue can tell; the first group as a sender, the second as a receiver. */
+// clang-format off
 enum class Lie {
     bad_magic, short_message, id_first, offer_without_nul, name_escape, name_dotfile, name_dash, name_long,
     zero_length_write, slot_out_of_range, chunk_too_long, chunks_after_end, done_at_half, done_wrong_digest,
@@ -45,6 +46,7 @@ enum class Lie {
     verdict_before_done, verdict_wrong_digest, verdict_flags_7, refusal_escape, key_escape, key_without_nul,
     second_ring, stall_before_ring, slow_credits,
 };
+// clang-format on
 
 struct LieName {
     Lie lie;
@@ -68,7 +70,8 @@ const LieName lie_names[] = {
     {Lie::chunks_after_end, Role::sender, "chunks-after-end", "the file, then 32 zero-length WRITEs with immediate"},
     {Lie::done_at_half, Role::sender, "done-at-half", "\"done\" (with the offered length) after half the chunks"},
     {Lie::done_wrong_digest, Role::sender, "done-wrong-digest", "\"done\" with a digest one bit off"},
-    {Lie::rewrite_slot, Role::sender, "rewrite-slot", "each slot rewritten (plain WRITEs) after its WRITE with immediate"},
+    {Lie::rewrite_slot, Role::sender, "rewrite-slot",
+     "each slot rewritten (plain WRITEs) after its WRITE with immediate"},
     {Lie::fake_credit, Role::sender, "fake-credit", "a SEND with immediate (a credit) to the receiver"},
     {Lie::stall_after_offer, Role::sender, "stall-after-offer", "nothing after the offer"},
     {Lie::trickle, Role::sender, "trickle", "one chunk every 2 s"},
@@ -102,18 +105,18 @@ struct RogueOptions {
 struct PeerEnded {};
 
 // wr_ids of our own work requests (receives are recv_wr_id, SENDs send_wr_id, as in protocol.hpp)
-constexpr std::uint64_t plain_write_wr_id = 3;   ///< an RDMA WRITE without immediate
-constexpr std::uint32_t send_slots = 8;          ///< message buffers for our SENDs, used in turn
+constexpr std::uint64_t plain_write_wr_id = 3; ///< an RDMA WRITE without immediate
+constexpr std::uint32_t send_slots = 8;        ///< message buffers for our SENDs, used in turn
 /// Receives posted, each into a buffer of its own: a real peer's messages are read as they came even
 /// when two arrive before we poll (the real programs post all their receives into one buffer).
 constexpr std::uint32_t recv_slots = 256;
-constexpr std::uint32_t rogue_slots = 4, rogue_chunk = 4096; ///< the rogue receiver's real ring
-const std::string escapes = "\x1b[2J\x1b[31mred\x1b]0;owned\x07";  ///< clear screen, colour, window title
+constexpr std::uint32_t rogue_slots = 4, rogue_chunk = 4096;      ///< the rogue receiver's real ring
+const std::string escapes = "\x1b[2J\x1b[31mred\x1b]0;owned\x07"; ///< clear screen, colour, window title
 
 /** One connection and what has arrived on it. Declared in creation order: torn down in reverse. */
 struct Link {
     Device dev{};
-    CmConnection cm{};         ///< the event channel (and, on the receiver, the listening id)
+    CmConnection cm{}; ///< the event channel (and, on the receiver, the listening id)
     CmIdPtr id{};
     PdPtr pd{};
     CompChannelPtr channel{};
@@ -124,15 +127,18 @@ struct Link {
     CmQp qp{};
     std::optional<Events> events{};
     std::string peer{};                 ///< "the receiver" or "the sender"
-    int outstanding = 0;                 ///< our work requests not yet completed
-    std::uint32_t sent_messages = 0;     ///< which send buffer is next
-    std::uint64_t received = 0;          ///< receives completed: the next one's buffer is received % recv_slots
-    std::vector<bool> held{};            ///< (rogue sender) slots the receiver holds: no credit yet
-    std::deque<ibv_wc> writes{};         ///< (rogue receiver) WRITEs with immediate not yet handled
-    std::deque<ControlMessage> inbox{};  ///< messages not yet handled
-    ibv_wc last_own{};                   ///< our last completion
+    int outstanding = 0;                ///< our work requests not yet completed
+    std::uint32_t sent_messages = 0;    ///< which send buffer is next
+    std::uint64_t received = 0;         ///< receives completed: the next one's buffer is received % recv_slots
+    std::vector<bool> held{};           ///< (rogue sender) slots the receiver holds: no credit yet
+    std::deque<ibv_wc> writes{};        ///< (rogue receiver) WRITEs with immediate not yet handled
+    std::deque<ControlMessage> inbox{}; ///< messages not yet handled
+    ibv_wc last_own{};                  ///< our last completion
     /** Receive buffer @p i (receives complete in the order posted, so the n-th lands in n % recv_slots). */
-    ControlMessage *recv_buf(std::uint64_t i) { return reinterpret_cast<ControlMessage *>(messages.data()) + i % recv_slots; }
+    ControlMessage *recv_buf(std::uint64_t i)
+    {
+        return reinterpret_cast<ControlMessage *>(messages.data()) + i % recv_slots;
+    }
 };
 
 std::string own_name(std::uint64_t wr_id)
@@ -184,7 +190,8 @@ void pump(Link &l, const std::string &what)
     post_receives(l.id->qp, 1, l.recv_buf(l.received++), l.msg_mr->lkey); // the same buffer, at the queue's end
 }
 
-template <typename Ready> void wait_until(Link &l, const std::string &what, Ready ready)
+template <typename Ready>
+void wait_until(Link &l, const std::string &what, Ready ready)
 {
     while (!ready())
         pump(l, what);
@@ -260,12 +267,14 @@ void make_qp(Link &l, const Args &args)
 {
     l.channel.reset(check(ibv_create_comp_channel(l.id->verbs), "ibv_create_comp_channel"));
     l.cq.reset(check(ibv_create_cq(l.id->verbs, 1024, nullptr, l.channel.get(), 0), "ibv_create_cq"));
-    l.msg_mr.reset(check(ibv_reg_mr(l.pd.get(), l.messages.data(), l.messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+    l.msg_mr.reset(
+        check(ibv_reg_mr(l.pd.get(), l.messages.data(), l.messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     ibv_qp_init_attr init{};
     init.send_cq = l.cq.get();
     init.recv_cq = l.cq.get();
     init.qp_type = IBV_QPT_RC;
-    init.cap = {.max_send_wr = 64, .max_recv_wr = recv_slots, .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 0};
+    init.cap = {
+        .max_send_wr = 64, .max_recv_wr = recv_slots, .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 0};
     check_rc(rdma_create_qp(l.id.get(), l.pd.get(), &init), "rdma_create_qp");
     l.qp.reset(l.id.get());
     for (std::uint32_t i = 0; i < recv_slots; ++i)
@@ -314,7 +323,8 @@ void accept_sender(Link &l, const Args &args)
         l.pd.reset(check(ibv_alloc_pd(l.id->verbs), "ibv_alloc_pd"));
         l.data.emplace(std::size_t{rogue_slots} * rogue_chunk);
         l.data_mr.reset(check(ibv_reg_mr_iova(l.pd.get(), l.data->data(), l.data->size(), 0,
-                                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), "ibv_reg_mr_iova"));
+                                              IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
+                              "ibv_reg_mr_iova"));
         make_qp(l, args);
         rdma_conn_param param = cm_conn_param(l.id->qp);
         check_rc(rdma_accept(l.id.get(), &param), "rdma_accept");
@@ -328,7 +338,8 @@ Digest fill_file(Link &l, std::uint64_t size)
     l.data.emplace(std::max<std::uint64_t>(size, 1));
     for (std::uint64_t i = 0; i < size; ++i)
         l.data->data()[i] = static_cast<char>((i * 131 + i / 4096) & 0xff);
-    l.data_mr.reset(check(ibv_reg_mr(l.pd.get(), l.data->data(), l.data->size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+    l.data_mr.reset(
+        check(ibv_reg_mr(l.pd.get(), l.data->data(), l.data->size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     Sha256 sha;
     sha.update(l.data->data(), size);
     return sha.final();
@@ -399,8 +410,9 @@ void sender_lies(Link &l, Lie lie)
     step(3, "receive the ring");
     const ControlMessage ring = next_message(l, MessageType::ring, "the receiver's ring");
     if (ring.slots == 0 || ring.chunk != rogue_chunk)
-        throw Error("the receiver's ring has " + std::to_string(ring.slots) + " slots of " + std::to_string(ring.chunk) +
-                        " bytes; the rogue's lies are sized for chunks of " + std::to_string(rogue_chunk),
+        throw Error("the receiver's ring has " + std::to_string(ring.slots) + " slots of " +
+                        std::to_string(ring.chunk) + " bytes; the rogue's lies are sized for chunks of " +
+                        std::to_string(rogue_chunk),
                     "run rdma_file_receiver with --chunk 4096");
     const std::uint64_t chunks = (size + ring.chunk - 1) / ring.chunk;
     l.held.assign(std::min<std::uint64_t>(ring.slots, 64), false);
@@ -410,21 +422,15 @@ void sender_lies(Link &l, Lie lie)
     done.length = size;
     done.digest = digest;
     switch (lie) {
-    case Lie::stall_after_offer:
-        wait_until(l, "the receiver to give up", [] { return false; });
-        break;
-    case Lie::zero_length_write:
-        post_write(l, ring, 0, 0, ring.addr, 0);
-        break;
+    case Lie::stall_after_offer: wait_until(l, "the receiver to give up", [] { return false; }); break;
+    case Lie::zero_length_write: post_write(l, ring, 0, 0, ring.addr, 0); break;
     case Lie::slot_out_of_range: // the bytes into slot 0, the immediate names slot `slots`
         post_write(l, ring, 0, ring.chunk, ring.addr, ring.slots);
         break;
     case Lie::chunk_too_long: // one byte into slot 1 too: still inside the ring, so the device lets it in
         post_write(l, ring, 0, ring.chunk + 1, ring.addr, 0);
         break;
-    case Lie::fake_credit:
-        send_credit(l, 0);
-        break;
+    case Lie::fake_credit: send_credit(l, 0); break;
     case Lie::chunks_after_end:
         send_chunks(l, ring, size, 0, chunks, lie);
         for (int i = 0; i < 32; ++i)
@@ -461,8 +467,7 @@ void sender_lies(Link &l, Lie lie)
         result("our WRITE after \"done\" completed with %s", wc_status_name(l.last_own.status));
         return; // our QP is in the error state now: nothing more can be sent
     }
-    default:
-        break;
+    default: break;
     }
 }
 
@@ -471,7 +476,7 @@ void receiver_lies(Link &l, Lie lie, const RogueOptions &opt)
 {
     step(3, "receive the offer, SEND the ring");
     next_message(l, MessageType::offer, "the sender's offer"); // (printed as it came)
-    ControlMessage ring = make_message(MessageType::ring); // addr 0: the ring's I/O virtual address
+    ControlMessage ring = make_message(MessageType::ring);     // addr 0: the ring's I/O virtual address
     ring.rkey = l.data_mr->rkey;
     ring.chunk = rogue_chunk;
     ring.slots = rogue_slots;
@@ -483,30 +488,19 @@ void receiver_lies(Link &l, Lie lie, const RogueOptions &opt)
     case Lie::refusal_escape:
         send_message(l, make_message(MessageType::refusal, "go away " + escapes + "\nhint " + escapes));
         return;
-    case Lie::zero_slots:
-        ring.slots = 0;
-        break;
-    case Lie::zero_chunk:
-        ring.chunk = 0;
-        break;
-    case Lie::chunk_2g:
-        ring.chunk = 1U << 31;
-        break;
+    case Lie::zero_slots: ring.slots = 0; break;
+    case Lie::zero_chunk: ring.chunk = 0; break;
+    case Lie::chunk_2g: ring.chunk = 1U << 31; break;
     case Lie::ring_1t: // 2^40 bytes: a sender that believed it would try to allocate them
         ring.slots = 1U << 20;
         ring.chunk = 1U << 20;
         break;
-    default:
-        break;
+    default: break;
     }
     send_message(l, ring);
     switch (lie) { // the lies told right after the ring
-    case Lie::second_ring:
-        send_message(l, ring);
-        break;
-    case Lie::credit_before_write:
-        send_credit(l, 0);
-        break;
+    case Lie::second_ring: send_message(l, ring); break;
+    case Lie::credit_before_write: send_credit(l, 0); break;
     case Lie::verdict_before_done: {
         ControlMessage verdict = make_message(MessageType::verdict);
         verdict.flags = 1;
@@ -514,8 +508,7 @@ void receiver_lies(Link &l, Lie lie, const RogueOptions &opt)
         send_message(l, verdict);
         break;
     }
-    default:
-        break;
+    default: break;
     }
 
     step(4, "for each chunk: hash its slot, SEND the credit");
@@ -529,7 +522,8 @@ void receiver_lies(Link &l, Lie lie, const RogueOptions &opt)
         l.writes.pop_front();
         const std::uint32_t slot = be32toh(wc.imm_data);
         if (slot >= rogue_slots || wc.byte_len > rogue_chunk)
-            throw Error("the real sender wrote " + std::to_string(wc.byte_len) + " bytes into slot " + std::to_string(slot),
+            throw Error("the real sender wrote " + std::to_string(wc.byte_len) + " bytes into slot " +
+                            std::to_string(slot),
                         "check rdma_file_sender");
         sha.update(l.data->data() + std::size_t{slot} * rogue_chunk, wc.byte_len);
         received += wc.byte_len;
@@ -605,29 +599,37 @@ int main(int argc, char **argv)
     std::string lies;
     for (const LieName &n : lie_names)
         lies += std::string(lies.empty() ? "" : ", ") + n.name;
-    ProgramSpec spec{.name = "rogue_file_peer", .role = "receiver", .summary = "A peer of rdma_file_transfer that lies (a test tool).",
-                     .resource_descriptor = false, .rdma_cm = true, .descriptor_files = false};
+    ProgramSpec spec{.name = "rogue_file_peer",
+                     .role = "receiver",
+                     .summary = "A peer of rdma_file_transfer that lies (a test tool).",
+                     .resource_descriptor = false,
+                     .rdma_cm = true,
+                     .descriptor_files = false};
     // The common parser knows who connects by the role's name: the "sender" needs -sa, others refuse it.
     for (int i = 1; i + 1 < argc; ++i)
         if (std::string(argv[i]) == "--role" && std::string(argv[i + 1]) == "sender")
             spec.role = "sender";
     spec.extra = {
-        {"role", "sender|receiver", "which side to play", "none: required", [&opt](const std::string &v) {
+        {"role", "sender|receiver", "which side to play", "none: required",
+         [&opt](const std::string &v) {
              if (v != "sender" && v != "receiver")
                  throw UsageError("--role: sender or receiver, got " + quote(v));
              opt.role = v == "sender" ? Role::sender : Role::receiver;
          }},
-        {"lie", "CASE", "the lie: " + lies, "none: required", [&opt](const std::string &v) {
+        {"lie", "CASE", "the lie: " + lies, "none: required",
+         [&opt](const std::string &v) {
              for (const LieName &n : lie_names)
                  if (v == n.name)
                      opt.lie = n;
              if (!opt.lie)
                  throw UsageError("--lie: no lie " + quote(v), "--help lists them");
          }},
-        {"digest", "HEX", "the file's SHA-256, for verdict-before-done", "none: zeros", [&opt](const std::string &v) {
+        {"digest", "HEX", "the file's SHA-256, for verdict-before-done", "none: zeros",
+         [&opt](const std::string &v) {
              Digest d{};
              for (std::size_t i = 0; i < d.size(); ++i) {
-                 const auto byte = v.size() == 64 ? parse_unsigned("0x" + v.substr(2 * i, 2), NumberBase::hex, 255) : std::nullopt;
+                 const auto byte =
+                     v.size() == 64 ? parse_unsigned("0x" + v.substr(2 * i, 2), NumberBase::hex, 255) : std::nullopt;
                  if (!byte)
                      throw UsageError("--digest: 64 hex digits, got " + quote(v));
                  d[i] = static_cast<std::uint8_t>(*byte);

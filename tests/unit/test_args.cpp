@@ -50,9 +50,10 @@ TEST(Args, DefaultsMatchDoca)
 
 TEST(Args, DocaShortFlags)
 {
-    const Args a = parse(spec_with('w', true, true), {"-d", "rxe0", "-g", "1", "-ld", "/x/l", "-re", "/x/r", "-m", "/x/m", "-cm",
-                                                      "-lp", "4791", "-sa", "10.0.0.1", "-sat", "ipv6", "-w", "hello", "-nc",
-                                                      "1", "-t", "5", "-v"});
+    const Args a =
+        parse(spec_with('w', true, true),
+              {"-d",   "rxe0", "-g",       "1",    "-ld",  "/x/l", "-re",   "/x/r", "-m", "/x/m", "-cm", "-lp",
+               "4791", "-sa",  "10.0.0.1", "-sat", "ipv6", "-w",   "hello", "-nc",  "1",  "-t",   "5",   "-v"});
     EXPECT_EQ(a.device, "rxe0");
     EXPECT_EQ(a.gid_index, 1);
     EXPECT_EQ(a.local_descriptor_path, "/x/l");
@@ -111,8 +112,8 @@ TEST(Args, BadInputIsAUsageError)
         {"--bogus"},
         {"-x"},
         {"stray"},
-        {"-d"},                       // missing value
-        {"-d", ""},                   // empty device
+        {"-d"},     // missing value
+        {"-d", ""}, // empty device
         {"-g", "abc"},
         {"-g", "-1"},
         {"-g", "256"},
@@ -123,11 +124,11 @@ TEST(Args, BadInputIsAUsageError)
         {"-lp", "65536"},
         {"-sat", "ipx"},
         {"-w", long_msg.c_str()},
-        {"-s", "x"},                  // a write program takes no -s
-        {"-nc", "2"},                 // only multi_conn takes -nc
-        {"-sa", "1.2.3.4"},           // -sa without -cm
+        {"-s", "x"},        // a write program takes no -s
+        {"-nc", "2"},       // only multi_conn takes -nc
+        {"-sa", "1.2.3.4"}, // -sa without -cm
         {"-ld", "/same", "-re", "/same"},
-        {"-v=1"},                     // a switch takes no value
+        {"-v=1"}, // a switch takes no value
         {"--timeout="},
     };
     for (const auto &words : bad) {
@@ -156,7 +157,8 @@ TEST(Args, CmRolesOfAPairAreFixed)
         parse(responder, {"-cm", "-sa", "10.0.0.1"});
         FAIL() << "-sa on a responder was accepted";
     } catch (const UsageError &e) {
-        EXPECT_STREQ(e.what(), "-cm: the responder listens and takes no -sa; give -sa 10.0.0.1 to the side that connects");
+        EXPECT_STREQ(e.what(),
+                     "-cm: the responder listens and takes no -sa; give -sa 10.0.0.1 to the side that connects");
     }
     // rdma_multi_conn has no fixed roles: -sa makes a client, no -sa a server.
     EXPECT_TRUE(parse(spec_with('s', true, true), {"-cm"}).use_cm);
@@ -194,11 +196,12 @@ TEST(Args, ExtraFlags)
 TEST(Args, HelpListsEveryFlagWithDefault)
 {
     const std::string u = usage(spec_with('w', true, true));
-    for (const char *f : {"-d, --device", "-g, --gid-index", "-ld, --local-descriptor-path", "-re, --remote-descriptor-path",
-                          "-m, --remote-resource-descriptor-path", "-cm, --use-rdma-cm", "-lp, --listen-port",
-                          "-sa, --server-addr", "-sat, --server-addr-type", "-w, --write-string", "-nc, --num-connections",
-                          "-t, --timeout", "-v, --verbose", "-h, --help", "(default: 30)", "(default: 13579)",
-                          "(default: \"Hi RDMA!\")", "(default: /tmp/local_connection_desc_path.txt)"})
+    for (const char *f :
+         {"-d, --device", "-g, --gid-index", "-ld, --local-descriptor-path", "-re, --remote-descriptor-path",
+          "-m, --remote-resource-descriptor-path", "-cm, --use-rdma-cm", "-lp, --listen-port", "-sa, --server-addr",
+          "-sat, --server-addr-type", "-w, --write-string", "-nc, --num-connections", "-t, --timeout", "-v, --verbose",
+          "-h, --help", "(default: 30)", "(default: 13579)", "(default: \"Hi RDMA!\")",
+          "(default: /tmp/local_connection_desc_path.txt)"})
         EXPECT_NE(u.find(f), std::string::npos) << f;
 }
 
@@ -209,15 +212,16 @@ TEST(Args, FuzzFindingsGiveOnePrintableLine)
     const std::string huge(10 * 1024 * 1024, 'w');
     const std::string long_path = "/tmp/" + std::string(5000, 'p');
     const std::vector<std::vector<const char *>> bad = {
-        {"-\xfc" "h"},                                      // unknown flag, not ASCII
-        {"st\x1b[2Jray"},                                   // stray argument with an escape sequence
-        {"-cm", "-sa", "10.77.0.1\x84\x84\x84"},             // -sa not ASCII
-        {"-cm", "-sa", "10.77.0.1\r"},                      // -sa with a carriage return
-        {"-d", "rxe\n0"},                                   // device name with a newline
+        {"-\xfc"
+         "h"},                                   // unknown flag, not ASCII
+        {"st\x1b[2Jray"},                        // stray argument with an escape sequence
+        {"-cm", "-sa", "10.77.0.1\x84\x84\x84"}, // -sa not ASCII
+        {"-cm", "-sa", "10.77.0.1\r"},           // -sa with a carriage return
+        {"-d", "rxe\n0"},                        // device name with a newline
         {"-d", "rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0rxe0x"}, // past IBV_SYSFS_NAME_MAX
-        {"-ld", "/tmp/a\rb"},                               // path with a control byte
-        {"-ld", long_path.c_str()},                         // path past PATH_MAX
-        {"-w", huge.c_str()},                               // a 10 MB message
+        {"-ld", "/tmp/a\rb"},                                                        // path with a control byte
+        {"-ld", long_path.c_str()},                                                  // path past PATH_MAX
+        {"-w", huge.c_str()},                                                        // a 10 MB message
     };
     for (const auto &words : bad) {
         std::vector<const char *> argv{"prog"};
@@ -233,8 +237,11 @@ TEST(Args, FuzzFindingsGiveOnePrintableLine)
         }
     }
     // A UTF-8 file name is still a file name.
-    EXPECT_EQ(parse(spec_with('w'), {"-ld", "/tmp/donn\xc3\xa9" "es.desc"}).local_descriptor_path,
-              "/tmp/donn\xc3\xa9" "es.desc");
+    EXPECT_EQ(parse(spec_with('w'), {"-ld", "/tmp/donn\xc3\xa9"
+                                            "es.desc"})
+                  .local_descriptor_path,
+              "/tmp/donn\xc3\xa9"
+              "es.desc");
 }
 
 TEST(Args, AnRdmaCmOnlyProgramHasNoDescriptorFlagsAndTakesOneOperand)
@@ -256,11 +263,11 @@ TEST(Args, AnRdmaCmOnlyProgramHasNoDescriptorFlagsAndTakesOneOperand)
     EXPECT_EQ(parse(s, {"-sa", "10.0.0.1", "--output", "y", "f"}).server_addr, "10.0.0.1");
     EXPECT_EQ(out, "y");
 
-    EXPECT_THROW(parse(s, {"-sa", "10.0.0.1"}), UsageError);               // FILE missing
-    EXPECT_THROW(parse(s, {"-sa", "10.0.0.1", "a", "b"}), UsageError);     // two operands
+    EXPECT_THROW(parse(s, {"-sa", "10.0.0.1"}), UsageError);                   // FILE missing
+    EXPECT_THROW(parse(s, {"-sa", "10.0.0.1", "a", "b"}), UsageError);         // two operands
     EXPECT_THROW(parse(s, {"-sa", "10.0.0.1", "-ld", "/x", "f"}), UsageError); // no descriptor files
-    EXPECT_THROW(parse(s, {"f"}), UsageError);                              // a sender needs -sa
-    EXPECT_TRUE(parse(s, {"-h"}).help);                                     // --help needs no FILE
+    EXPECT_THROW(parse(s, {"f"}), UsageError);                                 // a sender needs -sa
+    EXPECT_TRUE(parse(s, {"-h"}).help);                                        // --help needs no FILE
 
     const std::string help = usage(s);
     EXPECT_NE(help.find("Usage: prog [flags] FILE"), std::string::npos);

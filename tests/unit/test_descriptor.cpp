@@ -74,8 +74,9 @@ class TempDir : public ::testing::Test {
 protected:
     void SetUp() override
     {
-        dir = std::filesystem::temp_directory_path() / ("rdma-samples-unit-" + std::to_string(::getpid()) + "-" +
-                                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+        dir =
+            std::filesystem::temp_directory_path() / ("rdma-samples-unit-" + std::to_string(::getpid()) + "-" +
+                                                      ::testing::UnitTest::GetInstance()->current_test_info()->name());
         std::filesystem::create_directories(dir);
     }
     void TearDown() override { std::filesystem::remove_all(dir); }
@@ -171,13 +172,15 @@ TEST(Descriptor, ResourceRejectsWrongKindHugeLengthZeroLengthWrapAndBadAccess)
         return std::string();
     };
     EXPECT_NE(err(good, ResourceKind::sync_event).find("kind: expected sync_event, got \"mmap\""), std::string::npos);
-    EXPECT_NE(err(with_line(good, "length", "length=99999999999")).find("length: expected a decimal number"), std::string::npos);
+    EXPECT_NE(err(with_line(good, "length", "length=99999999999")).find("length: expected a decimal number"),
+              std::string::npos);
     EXPECT_NE(err(with_line(good, "length", "length=0")).find("length: expected at least 1 byte"), std::string::npos);
     EXPECT_NE(err(with_line(with_line(good, "addr", "addr=0xffffffffffffff00"), "length", "length=512")).find("wraps"),
               std::string::npos);
     EXPECT_NE(err(with_line(good, "rkey", "rkey=0x100000000")).find("rkey: expected"), std::string::npos);
     EXPECT_NE(err(with_line(good, "access", "access=remote_everything")).find("access: expected"), std::string::npos);
-    EXPECT_NE(err(with_line(good, "access", "access=remote_write|remote_write")).find("access: expected"), std::string::npos);
+    EXPECT_NE(err(with_line(good, "access", "access=remote_write|remote_write")).find("access: expected"),
+              std::string::npos);
     EXPECT_NE(err(with_line(good, "rkey", "")).find("missing key \"rkey\""), std::string::npos);
     EXPECT_NE(err(format_descriptor(sample_connection())).find("kind: expected mmap"), std::string::npos);
 }
@@ -209,14 +212,16 @@ TEST(Descriptor, UdRoundTripAndStrictRejection)
         }
         return std::string();
     };
-    EXPECT_NE(err(with_line(good, "qkey", "qkey=0x100000000")).find("qkey: expected a hex number 0x... up to 0xffffffff"),
-              std::string::npos);
+    EXPECT_NE(
+        err(with_line(good, "qkey", "qkey=0x100000000")).find("qkey: expected a hex number 0x... up to 0xffffffff"),
+        std::string::npos);
     EXPECT_NE(err(with_line(good, "qkey", "")).find("missing key \"qkey\""), std::string::npos);
     EXPECT_NE(err(with_line(good, "mtu", "mtu=1500")).find("mtu: expected 256, 512"), std::string::npos);
     EXPECT_NE(err(with_line(good, "gid", "gid=10.0.0.1")).find("gid: expected an IPv6-style GID"), std::string::npos);
     EXPECT_NE(err(with_line(good, "qkey", "qkey=0x1\npsn=0x1")).find("unknown key \"psn\""), std::string::npos);
     // A connection descriptor is not a UD one, and the other way round.
-    EXPECT_NE(err(format_descriptor(sample_connection())).find("kind: expected ud, got \"connection\""), std::string::npos);
+    EXPECT_NE(err(format_descriptor(sample_connection())).find("kind: expected ud, got \"connection\""),
+              std::string::npos);
     EXPECT_NE(conn_error(good).find("kind: expected connection, got \"ud\""), std::string::npos);
 }
 

@@ -27,7 +27,8 @@ GidEntry entry(int index, const char *text, GidType type)
 TEST(Gid, SoftRoceOnLoopbackPicksTheIpv4MappedRoceV2Gid)
 {
     // rxe bound to lo: index 0 is link-local (RTR fails with "Network is unreachable"), 1 is ::ffff:127.0.0.1.
-    const std::vector<GidEntry> t = {entry(0, "fe80::1", GidType::roce_v2), entry(1, "::ffff:127.0.0.1", GidType::roce_v2)};
+    const std::vector<GidEntry> t = {entry(0, "fe80::1", GidType::roce_v2),
+                                     entry(1, "::ffff:127.0.0.1", GidType::roce_v2)};
     EXPECT_EQ(choose_gid_index(t, false), 1);
 }
 
@@ -90,7 +91,8 @@ TEST(ServerAddr, EachTypeAndItsErrors)
 TEST(Access, TextRoundTrip)
 {
     for (int a : std::initializer_list<int>{0, IBV_ACCESS_LOCAL_WRITE, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE,
-                  IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ, IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC})
+                                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ,
+                                            IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_ATOMIC})
         EXPECT_EQ(access_from_string(access_to_string(a)), a) << access_to_string(a);
     EXPECT_EQ(access_to_string(IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE), "local_write|remote_write");
     EXPECT_EQ(access_from_string("remote_teleport"), -1);

@@ -132,7 +132,10 @@ TEST(Number, OneParserForFlagsAndDescriptors)
     EXPECT_FALSE(parse_unsigned("0x2a", NumberBase::decimal));
     for (const char *bad : {"", "0x", "-1", "+1", " 1", "1 ", "1.0", "18446744073709551616", "0x10000000000000000"})
         EXPECT_FALSE(parse_unsigned(bad, NumberBase::either)) << bad;
-    EXPECT_FALSE(parse_unsigned(std::string("1\0" "2", 3), NumberBase::decimal));
+    EXPECT_FALSE(parse_unsigned(std::string("1\0"
+                                            "2",
+                                            3),
+                                NumberBase::decimal));
     EXPECT_EQ(parse_unsigned("4096", NumberBase::decimal, 4096), 4096u);
     EXPECT_FALSE(parse_unsigned("4097", NumberBase::decimal, 4096));
 }

@@ -33,20 +33,20 @@ inline constexpr const char *default_message = "Hi RDMA!";
 inline constexpr std::size_t max_message_length = 256;
 /** @brief Everything the command line can set. Fields a program does not accept keep their default. */
 struct Args {
-    std::string device;                   ///< -d: RDMA device name; empty = first with an active port
-    std::optional<int> gid_index;         ///< -g: GID index; empty = best GID (see device.hpp)
-    std::string local_descriptor_path = default_local_descriptor_path;      ///< -ld
-    std::string remote_descriptor_path = default_remote_descriptor_path;    ///< -re
+    std::string device;           ///< -d: RDMA device name; empty = first with an active port
+    std::optional<int> gid_index; ///< -g: GID index; empty = best GID (see device.hpp)
+    std::string local_descriptor_path = default_local_descriptor_path;       ///< -ld
+    std::string remote_descriptor_path = default_remote_descriptor_path;     ///< -re
     std::string resource_descriptor_path = default_resource_descriptor_path; ///< -m
-    bool use_cm = false;                  ///< -cm: connect with librdmacm instead of files
+    bool use_cm = false;                         ///< -cm: connect with librdmacm instead of files
     std::uint16_t listen_port = default_cm_port; ///< -lp
     std::optional<std::string> server_addr;      ///< -sa: given = RDMA CM client
     AddrType server_addr_type = AddrType::ipv4;  ///< -sat
     std::string message = default_message;       ///< -s, -r or -w, whichever the program takes
-    int num_connections = 1;              ///< -nc (multi_conn only)
-    int timeout_s = 30;                   ///< -t: seconds any single wait may last
-    bool verbose = false;                 ///< -v: trace every verbs call
-    bool help = false;                    ///< -h: print the usage and exit 0
+    int num_connections = 1;                     ///< -nc (multi_conn only)
+    int timeout_s = 30;                          ///< -t: seconds any single wait may last
+    bool verbose = false;                        ///< -v: trace every verbs call
+    bool help = false;                           ///< -h: print the usage and exit 0
 
     /** @brief Where an RDMA CM client connects: `-sa` (read as `-sat` says) and `-lp`.
      *  @return the server's address; empty when no `-sa` was given */
@@ -55,25 +55,25 @@ struct Args {
 
 /** @brief A flag that only one program has (a demonstration switch, an atomic operand...). */
 struct ExtraFlag {
-    std::string long_name{};   ///< without the dashes, e.g. "op"
-    std::string value_name{};  ///< e.g. "N"; empty for a switch that takes no value
-    std::string help{};        ///< one line for --help
+    std::string long_name{};    ///< without the dashes, e.g. "op"
+    std::string value_name{};   ///< e.g. "N"; empty for a switch that takes no value
+    std::string help{};         ///< one line for --help
     std::string default_text{}; ///< shown in --help as "(default: ...)"; may be empty
     /** Called with the value (or "" for a switch); throws UsageError on a bad value. */
     std::function<void(const std::string &)> apply{};
-    std::string short_name{};  ///< without the dash, e.g. "o"; empty: the long name only
+    std::string short_name{}; ///< without the dash, e.g. "o"; empty: the long name only
 };
 
 /** @brief Which flags a program takes, and how it describes itself in --help. */
 struct ProgramSpec {
-    std::string name{};        ///< installed name, e.g. "rdma_write_requester"
-    std::string role{};        ///< prefix of error lines, e.g. "requester"
-    std::string summary{};     ///< one line for --help
-    char message_flag = 0;   ///< 's', 'r' or 'w' (0: no message flag)
-    std::string message_help{}; ///< help text of the message flag
+    std::string name{};              ///< installed name, e.g. "rdma_write_requester"
+    std::string role{};              ///< prefix of error lines, e.g. "requester"
+    std::string summary{};           ///< one line for --help
+    char message_flag = 0;           ///< 's', 'r' or 'w' (0: no message flag)
+    std::string message_help{};      ///< help text of the message flag
     bool resource_descriptor = true; ///< whether -m applies
-    bool multi_conn = false; ///< whether -nc applies
-    bool rdma_cm = false;    ///< whether -cm, -lp, -sa, -sat apply
+    bool multi_conn = false;         ///< whether -nc applies
+    bool rdma_cm = false;            ///< whether -cm, -lp, -sa, -sat apply
     /// whether -ld, -re and -cm apply; false: an RDMA CM program only (use_cm is always set)
     bool descriptor_files = true;
     std::vector<ExtraFlag> extra{}; ///< program-specific flags
@@ -91,8 +91,7 @@ public:
     /** @param what one line: the flag, its value and what is wrong @param hint what to pass instead, or empty */
     explicit UsageError(const std::string &what, std::string hint = {})
         : std::runtime_error(what), hint_(std::move(hint))
-    {
-    }
+    {}
     /** @brief What to pass instead. @return the hint, or empty */
     const std::string &hint() const { return hint_; }
 
@@ -125,6 +124,5 @@ std::string usage(const ProgramSpec &spec);
  * @throws UsageError naming the flag, the value and the range
  */
 std::uint64_t parse_number(const std::string &flag, const std::string &text, std::uint64_t lo, std::uint64_t hi);
-
 
 } // namespace rdma_samples

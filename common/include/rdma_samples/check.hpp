@@ -99,7 +99,8 @@ void trace_pointer(const std::string &call, const void *ptr);
  * @param call description of the call, e.g. "ibv_alloc_pd"
  * @return @p ptr, when it is not NULL
  */
-template <typename T> T *check(T *ptr, const std::string &call)
+template <typename T>
+T *check(T *ptr, const std::string &call)
 {
     if (ptr == nullptr)
         fail_errno(call, errno != 0 ? errno : EINVAL);

@@ -41,9 +41,15 @@
 namespace rdma_samples {
 
 /// @cond DELETERS
-struct EventChannelDeleter { void operator()(rdma_event_channel *c) const { rdma_destroy_event_channel(c); } };
-struct CmIdDeleter { void operator()(rdma_cm_id *id) const { rdma_destroy_id(id); } };
-struct CmEventDeleter { void operator()(rdma_cm_event *e) const { rdma_ack_cm_event(e); } };
+struct EventChannelDeleter {
+    void operator()(rdma_event_channel *c) const { rdma_destroy_event_channel(c); }
+};
+struct CmIdDeleter {
+    void operator()(rdma_cm_id *id) const { rdma_destroy_id(id); }
+};
+struct CmEventDeleter {
+    void operator()(rdma_cm_event *e) const { rdma_ack_cm_event(e); }
+};
 /// @endcond
 
 using EventChannelPtr = std::unique_ptr<rdma_event_channel, EventChannelDeleter>; ///< rdma_create_event_channel()
@@ -53,11 +59,11 @@ using CmEventPtr = std::unique_ptr<rdma_cm_event, CmEventDeleter>;
 
 /** @brief One RDMA CM connection: its event channel, the listening id (server) and the connected id. */
 struct CmConnection {
-    EventChannelPtr channel; ///< where this connection's events arrive
-    CmIdPtr listen_id;       ///< the server's listening id (empty on a client)
-    CmIdPtr id;              ///< the connected id
-    std::string peer;        ///< the other side, as text
-    ibv_qp *qp = nullptr;    ///< our QP (not the CM's): cm_disconnect() moves it to ERR
+    EventChannelPtr channel;   ///< where this connection's events arrive
+    CmIdPtr listen_id;         ///< the server's listening id (empty on a client)
+    CmIdPtr id;                ///< the connected id
+    std::string peer;          ///< the other side, as text
+    ibv_qp *qp = nullptr;      ///< our QP (not the CM's): cm_disconnect() moves it to ERR
     bool disconnected = false; ///< RDMA_CM_EVENT_DISCONNECTED was seen
 };
 

@@ -20,8 +20,8 @@ enum class AddrType { ipv4, ipv6, gid };
 
 /** @brief Where an RDMA CM client connects: the server's address, how to read it, and the port. */
 struct CmServerAddr {
-    std::string addr;                   ///< as typed, e.g. "10.77.0.1"
-    AddrType type = AddrType::ipv4;     ///< how to read it
+    std::string addr;                     ///< as typed, e.g. "10.77.0.1"
+    AddrType type = AddrType::ipv4;       ///< how to read it
     std::uint16_t port = default_cm_port; ///< the server's port
 };
 

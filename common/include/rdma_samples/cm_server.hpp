@@ -19,7 +19,8 @@ namespace rdma_samples {
 
 /** @brief One client of the server and how it fares. */
 struct CmClient {
-    CmIdPtr id;                ///< from its CONNECT_REQUEST; empty until the client arrived, and once its DREQ is answered
+    /// from its CONNECT_REQUEST; empty until the client arrived, and once its DREQ is answered
+    CmIdPtr id;
     ibv_qp *qp = nullptr;      ///< the server's QP for it
     std::string addr;          ///< where it connected from
     bool established = false;  ///< the connection is up (ESTABLISHED seen, or its first message arrived)

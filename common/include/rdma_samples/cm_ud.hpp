@@ -27,8 +27,8 @@ namespace rdma_samples {
 
 /** @brief What an RDMA CM client learns about the server's UD QP (the ESTABLISHED event's ud param). */
 struct CmUdPeer {
-    CmConnection cm;       ///< the event channel and the resolved cm_id (destroyed at the end)
-    ibv_ah_attr ah_attr{}; ///< the address vector to the server: is_global, GIDs, port (for ibv_create_ah())
+    CmConnection cm;          ///< the event channel and the resolved cm_id (destroyed at the end)
+    ibv_ah_attr ah_attr{};    ///< the address vector to the server: is_global, GIDs, port (for ibv_create_ah())
     std::uint32_t qp_num = 0; ///< the server's QPN
     std::uint32_t qkey = 0;   ///< the Q_Key its QP accepts (RDMA_UDP_QKEY)
 };

@@ -79,7 +79,6 @@ public:
      */
     void keep(const ibv_wc &wc) { kept_.push_back(wc); }
 
-
     /**
      * @brief The samples' poll loop asks this first: has the completion of @p wr_id been polled yet?
      *
@@ -126,6 +125,5 @@ private:
     std::deque<ibv_wc> kept_;
     std::optional<std::uint64_t> reordered_for_; // the test hook's last wr_id (see completions.cpp)
 };
-
 
 } // namespace rdma_samples

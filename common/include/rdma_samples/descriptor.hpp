@@ -38,13 +38,13 @@ namespace rdma_samples {
 
 /** @brief How to reach a queue pair. */
 struct ConnectionDescriptor {
-    std::uint64_t nonce = 0;                ///< random, fresh for every run
+    std::uint64_t nonce = 0;                 ///< random, fresh for every run
     std::optional<std::uint64_t> peer_nonce; ///< in a reply: the nonce of the descriptor it answers
-    std::uint32_t qp_num = 0;               ///< queue pair number (24 bits)
-    std::uint32_t psn = 0;                  ///< first packet sequence number this side sends (24 bits)
-    std::uint16_t lid = 0;                  ///< InfiniBand local identifier (0 on RoCE)
-    ibv_gid gid{};                          ///< the GID this side is addressed by
-    int mtu = 1024;                         ///< path MTU in bytes: 256, 512, 1024, 2048 or 4096
+    std::uint32_t qp_num = 0;                ///< queue pair number (24 bits)
+    std::uint32_t psn = 0;                   ///< first packet sequence number this side sends (24 bits)
+    std::uint16_t lid = 0;                   ///< InfiniBand local identifier (0 on RoCE)
+    ibv_gid gid{};                           ///< the GID this side is addressed by
+    int mtu = 1024;                          ///< path MTU in bytes: 256, 512, 1024, 2048 or 4096
 };
 
 /**
@@ -55,13 +55,13 @@ struct ConnectionDescriptor {
  * is the receiver's port MTU: the largest message one datagram can carry.
  */
 struct UdDescriptor {
-    std::uint64_t nonce = 0;                ///< random, fresh for every run
+    std::uint64_t nonce = 0;                 ///< random, fresh for every run
     std::optional<std::uint64_t> peer_nonce; ///< in a reply: the nonce of the descriptor it answers
-    std::uint32_t qp_num = 0;               ///< queue pair number (24 bits)
-    std::uint32_t qkey = 0;                 ///< the Q_Key a datagram must carry to be accepted (32 bits)
-    std::uint16_t lid = 0;                  ///< InfiniBand local identifier (0 on RoCE)
-    ibv_gid gid{};                          ///< the GID this side is addressed by
-    int mtu = 1024;                         ///< port MTU in bytes: 256, 512, 1024, 2048 or 4096
+    std::uint32_t qp_num = 0;                ///< queue pair number (24 bits)
+    std::uint32_t qkey = 0;                  ///< the Q_Key a datagram must carry to be accepted (32 bits)
+    std::uint16_t lid = 0;                   ///< InfiniBand local identifier (0 on RoCE)
+    ibv_gid gid{};                           ///< the GID this side is addressed by
+    int mtu = 1024;                          ///< port MTU in bytes: 256, 512, 1024, 2048 or 4096
 };
 
 /** @brief What a resource descriptor describes. */
@@ -88,8 +88,7 @@ public:
     explicit DescriptorError(const std::string &what)
         : Error(what, "the descriptor file is not one this program wrote: check the path (-re, -m), or copy it "
                       "again from the peer, unchanged")
-    {
-    }
+    {}
 };
 
 /** @brief The most bytes a descriptor may have, in a file or in-band; a real one has a few hundred. */

@@ -18,7 +18,6 @@
 
 namespace rdma_samples {
 
-
 /**
  * @brief Read a descriptor file, bounded in time and memory whatever sits at @p path.
  *
@@ -42,9 +41,9 @@ void write_descriptor_file(const std::string &path, const std::string &text);
 
 /** @brief Where a descriptor is expected from, for the waiting message and the timeout error. */
 struct WaitFor {
-    std::string path;          ///< the file to wait for
-    std::string from;          ///< who writes it, e.g. "the responder (rdma_write_responder)"
-    int timeout_s = 30;        ///< give up after this many seconds (-t)
+    std::string path;                       ///< the file to wait for
+    std::string from;                       ///< who writes it, e.g. "the responder (rdma_write_responder)"
+    int timeout_s = 30;                     ///< give up after this many seconds (-t)
     std::optional<std::uint64_t> answering; ///< accept only a file whose peer_nonce is this
 };
 

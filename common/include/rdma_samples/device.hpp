@@ -24,9 +24,9 @@ enum class GidType { ib, roce_v1, roce_v2 };
 
 /** @brief One entry of a port's GID table, as choose_gid_index() sees it. */
 struct GidEntry {
-    int index = 0;                       ///< position in the table (what -g takes)
-    std::array<std::uint8_t, 16> raw{};  ///< the 128-bit GID
-    GidType type = GidType::roce_v2;     ///< how packets addressed with it are framed
+    int index = 0;                      ///< position in the table (what -g takes)
+    std::array<std::uint8_t, 16> raw{}; ///< the 128-bit GID
+    GidType type = GidType::roce_v2;    ///< how packets addressed with it are framed
 };
 
 /**
@@ -55,13 +55,13 @@ bool gid_from_string(const std::string &text, ibv_gid &gid);
 
 /** @brief An open device, its port, and the GID this side is addressed by. */
 struct Device {
-    ContextPtr ctx;            ///< the open device context
-    std::string name;          ///< e.g. "rxe0"
-    std::uint8_t port = 1;     ///< the port used (samples use port 1)
-    ibv_port_attr port_attr{}; ///< state, active MTU, LID, link layer
+    ContextPtr ctx;                ///< the open device context
+    std::string name;              ///< e.g. "rxe0"
+    std::uint8_t port = 1;         ///< the port used (samples use port 1)
+    ibv_port_attr port_attr{};     ///< state, active MTU, LID, link layer
     ibv_device_attr device_attr{}; ///< limits (max_qp_rd_atom, atomic_cap...)
-    int gid_index = 0;         ///< chosen or given (-g)
-    ibv_gid gid{};             ///< the GID at gid_index
+    int gid_index = 0;             ///< chosen or given (-g)
+    ibv_gid gid{};                 ///< the GID at gid_index
 };
 
 /**

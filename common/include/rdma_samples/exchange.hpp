@@ -23,7 +23,6 @@
 
 namespace rdma_samples {
 
-
 /**
  * @brief A receive for the peer's descriptor text (an mmap or sync-event descriptor), sent in-band.
  *
@@ -68,9 +67,10 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std
  * RDMA CM.
  */
 struct Exchange {
-    ResourceDescriptor resource; ///< requester: what the responder exports, when connect_to_responder() was asked for it
-    CmConnection cm;             ///< -cm: the connection, to close with cm_disconnect() at the end
-    ibv_qp *qp = nullptr;        ///< responder: our QP, whose timers size close_as_responder()'s linger
+    /// requester: what the responder exports, when connect_to_responder() was asked for it
+    ResourceDescriptor resource;
+    CmConnection cm;      ///< -cm: the connection, to close with cm_disconnect() at the end
+    ibv_qp *qp = nullptr; ///< responder: our QP, whose timers size close_as_responder()'s linger
 };
 
 /**
@@ -96,8 +96,8 @@ struct Exchange {
  * @return the exchange; its resource is filled in when @p resource was given
  */
 Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
-                           const std::string &peer, int max_rd_atomic = 0,
-                           std::optional<ResourceKind> resource = std::nullopt);
+                              const std::string &peer, int max_rd_atomic = 0,
+                              std::optional<ResourceKind> resource = std::nullopt);
 
 /**
  * @brief The responder's half, as rdma_write/responder.cpp does it.

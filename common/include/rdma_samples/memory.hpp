@@ -26,7 +26,9 @@ public:
     std::size_t size() const { return size_; }
 
 private:
-    struct Free { void operator()(char *p) const; };
+    struct Free {
+        void operator()(char *p) const;
+    };
     std::unique_ptr<char, Free> data_;
     std::size_t size_;
 };

@@ -82,7 +82,10 @@ struct QpCaps {
  * @param caps the QP's queue sizes
  * @return the number of CQ entries to ask ibv_create_cq() for
  */
-constexpr int cq_entries(QpCaps caps) { return static_cast<int>(caps.max_send_wr + caps.max_recv_wr); }
+constexpr int cq_entries(QpCaps caps)
+{
+    return static_cast<int>(caps.max_send_wr + caps.max_recv_wr);
+}
 
 /**
  * @brief ibv_create_qp() for an RC QP whose send and receive completions both go to @p cq.
@@ -124,7 +127,10 @@ void qp_to_rtr(ibv_qp *qp, const Device &dev, const ConnectionDescriptor &remote
  * @param cap          the most this program needs
  * @return the depth
  */
-inline int rd_atomic_depth(int device_limit, int cap = 16) { return std::max(1, std::min(device_limit, cap)); }
+inline int rd_atomic_depth(int device_limit, int cap = 16)
+{
+    return std::max(1, std::min(device_limit, cap));
+}
 
 /**
  * @brief RTR -> RTS: the QP may now send.

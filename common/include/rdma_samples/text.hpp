@@ -23,9 +23,9 @@ std::string quote(const std::string &text, std::size_t max = 60);
 
 /** @brief How parse_unsigned() reads digits. */
 enum class NumberBase {
-    decimal,  ///< digits 0-9 only (a descriptor's psn, mtu...)
-    hex,      ///< "0x" then lowercase hex digits (a descriptor's addresses and keys)
-    either,   ///< decimal, or "0x"/"0X" then hex digits of either case (a flag's value)
+    decimal, ///< digits 0-9 only (a descriptor's psn, mtu...)
+    hex,     ///< "0x" then lowercase hex digits (a descriptor's addresses and keys)
+    either,  ///< decimal, or "0x"/"0X" then hex digits of either case (a flag's value)
 };
 
 /**
