@@ -114,8 +114,32 @@ static void run(const Args &args)
         // RDMA CM carries QPN, PSN and GID in its own handshake (cm.hpp). The responder SENDs its mmap
         // descriptor the moment it accepts, so our receive for it is posted first (a QP in INIT takes it).
         DescriptorReceive remote_text(pd.get(), qp.get());
-        // resolve, connect, then RTR/RTS with the CM's attributes
-        cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp.get());
+        // Four calls, each answered by an event on the connection's channel. cm_retry() gives each try a
+        // new cm_id and tries again while the server is not there yet, as a TCP client retries a refused
+        // connect(), until -t runs out. (Later pairs make the same calls in one: cm_connect().)
+        cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &t) {
+            rdma_cm_id *id = t.c.id.get();
+            // 1. Address: which local device and port reach the server (like ARP plus a routing lookup).
+            check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr(" + t.c.peer + ")",
+                     cm_addr_hint);
+            if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer))
+                return false;         // no answer yet: try again
+            check_cm_device(id, dev); // the device that reaches it must be the one we opened
+            // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
+            check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
+            t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
+            // 3. Connect: the CM sends our QPN and PSN in a REQ; the server's REP carries its own.
+            rdma_conn_param param = cm_conn_param(qp.get()); // we READ nothing: no depth to ask for
+            check_rc(rdma_connect(id, &param), "rdma_connect");
+            if (!t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"))
+                return false; // nobody listens yet: try again
+            // 4. The QP is ours, not the CM's: we take it to RTR and RTS with the attributes the CM agreed
+            //    (cm_ready_qp(): rdma_init_qp_attr(), ibv_modify_qp()), then send the RTU, which makes the
+            //    connection ESTABLISHED at the server.
+            cm_ready_qp(id, qp.get());
+            check_rc(rdma_establish(id), "rdma_establish");
+            return true;
+        });
         //! [cm_connect]
         step(5, "receive the responder's mmap descriptor, which it SENDs right after accepting");
         remote = parse_resource_descriptor(remote_text.wait(completions, args.timeout_s), "the responder's SEND",

@@ -108,119 +108,130 @@ CmConnection cm_listen(std::uint16_t port, int backlog, rdma_port_space ps)
     return c;
 }
 
-namespace {
-
-/** Why an attempt found no server yet, and whether the server's machine answered at all. */
-struct NotYet {
-    Error error;          ///< what to report if -t runs out now
-    bool refused = false; ///< the server's machine answered "nobody listens on that port"
-};
-
-/**
- * One attempt: resolve the address and the route, send the REQ, take the answer. Returns the
- * connection once the server has answered with its REP (the QP is then at RTS); a missing answer or a
- * "nobody listens" goes into @p not_yet for another try; any other failure throws.
- */
-std::optional<CmConnection> connect_once(SockAddr dst, const std::string &peer, int timeout_s, const Deadline &deadline,
-                                         const Device &dev, ibv_qp *qp, int initiator_depth, bool first,
-                                         std::optional<NotYet> &not_yet)
+std::string cm_addr_hint(int)
 {
-    CmConnection c;
-    c.peer = peer;
-    c.qp = qp;
-    c.channel = create_event_channel();
-    rdma_cm_id *id = nullptr;
-    check_rc(rdma_create_id(c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
-    c.id.reset(id);
-
-    // 1. Address: which local device and port reach the server (like ARP plus a routing lookup). Each
-    //    try is short: a server machine that is still coming up answers ARP a moment later.
-    const int attempt_ms = std::min(deadline.left_ms(), 2000);
-    check_rc(rdma_resolve_addr(id, nullptr, dst.get(), std::max(attempt_ms, 1)), "rdma_resolve_addr(" + peer + ")",
-             [](int) -> std::string {
-                 return "check the address and -sat; it must be reachable through an RDMA device's interface";
-             });
-    CmEventPtr ev = next_cm_event(c.channel.get(), Deadline::in_ms(std::min(deadline.left_ms(), attempt_ms + 1000)));
-    if (!ev || (ev->event == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT)) {
-        not_yet =
-            NotYet{timeout_error(timeout_s, "the address of " + peer,
-                                 "no answer from " + peer + ": is the server's machine up and reachable (ping it)?")};
-        return std::nullopt;
-    }
-    if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
-        throw cm_event_error(*ev, "the address of " + peer, peer);
-    ev.reset();
-    check_cm_device(id, dev);
-
-    // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
-    check_rc(rdma_resolve_route(id, std::max(deadline.left_ms(), 1)), "rdma_resolve_route(" + peer + ")", [](int err) {
-        return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address");
-    });
-    expect_cm_event(c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, deadline, "a route to " + peer, peer);
-    if (first)
-        info("RDMA CM: %s is reachable through %s port %u", peer.c_str(), ibv_get_device_name(id->verbs->device),
-             id->port_num);
-
-    // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
-    rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
-    check_rc(rdma_connect(id, &param), "rdma_connect");
-    ev = next_cm_event(c.channel.get(), deadline);
-    if (!ev) {
-        not_yet = NotYet{timeout_error(timeout_s, "the server to accept",
-                                       "is the server running on " + peer + "? raise -t if it is just slow")};
-        return std::nullopt;
-    }
-    if (ev->event == RDMA_CM_EVENT_REJECTED && ev->status == rej_invalid_service_id) {
-        not_yet = NotYet{cm_event_error(*ev, "the server to accept", peer), true};
-        return std::nullopt;
-    }
-    // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
-    // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead.
-    if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
-        throw cm_event_error(*ev, "the server to accept", peer);
-    // The REP says how many READs/atomics the server accepts in flight from us (its responder
-    // resources): with fewer than we need, a READ could never be sent. The event gives the values
-    // from OUR side: the server's responder resources arrive as our initiator_depth.
-    const int granted = ev->param.conn.initiator_depth;
-    if (granted < initiator_depth)
-        throw Error("the server accepts " + std::to_string(granted) +
-                        " READ/atomic request(s) in flight, this "
-                        "sample needs " +
-                        std::to_string(initiator_depth),
-                    "the server's QP must allow READs and atomics (max_dest_rd_atomic >= 1): is it the matching "
-                    "responder of this sample?");
-    // 4. We created the QP ourselves, so we take it to RTR and RTS, then tell the CM (an RTU message):
-    //    the server sees RDMA_CM_EVENT_ESTABLISHED.
-    cm_ready_qp(id, qp, 0, initiator_depth);
-    check_rc(rdma_establish(id), "rdma_establish");
-    return c;
+    return "check the address and -sat; it must be reachable through an RDMA device's interface";
 }
 
-} // namespace
+std::string cm_route_hint(int err)
+{
+    return err == ENODEV ? loopback_hint() : std::string("check `ip route get` for the address");
+}
 
-CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device &dev, ibv_qp *qp, int initiator_depth)
+int CmTry::resolve_ms() const
+{
+    return std::max(std::min(deadline.left_ms(), 2000), 1);
+}
+
+int CmTry::left_ms() const
+{
+    return std::max(deadline.left_ms(), 1);
+}
+
+CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
+{
+    if (expected == RDMA_CM_EVENT_ADDR_RESOLVED) {
+        // As short as the resolution itself (and a second for its event): no answer means try again.
+        CmEventPtr ev =
+            next_cm_event(c.channel.get(), Deadline::in_ms(std::min(deadline.left_ms(), resolve_ms() + 1000)));
+        if (!ev || (ev->event == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT)) {
+            not_yet = timeout_error(
+                timeout_s, what, "no answer from " + c.peer + ": is the server's machine up and reachable (ping it)?");
+            return nullptr;
+        }
+        if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
+            throw cm_event_error(*ev, what, c.peer);
+        return ev;
+    }
+    if (expected == RDMA_CM_EVENT_CONNECT_RESPONSE) {
+        CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
+        if (!ev) {
+            not_yet =
+                timeout_error(timeout_s, what, "is the server running on " + c.peer + "? raise -t if it is just slow");
+            return nullptr;
+        }
+        if (ev->event == RDMA_CM_EVENT_REJECTED && ev->status == rej_invalid_service_id) {
+            not_yet = cm_event_error(*ev, what, c.peer);
+            refused = true;
+            return nullptr;
+        }
+        // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
+        // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead.
+        if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
+            throw cm_event_error(*ev, what, c.peer);
+        return ev;
+    }
+    CmEventPtr ev = expect_cm_event(c.channel.get(), expected, deadline, what, c.peer);
+    if (expected == RDMA_CM_EVENT_ROUTE_RESOLVED && first)
+        info("RDMA CM: %s is reachable through %s port %u", c.peer.c_str(), ibv_get_device_name(c.id->verbs->device),
+             c.id->port_num);
+    return ev;
+}
+
+CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
+                      const std::function<bool(CmTry &)> &attempt)
 {
     SockAddr dst = parse_server_addr(server.addr, server.type, server.port);
     const std::string peer = addr_to_string(dst.get());
     const Deadline deadline(timeout_s);
-    // Like a TCP client whose connect() is refused, try again until -t runs out: a server started at
-    // the same time may still be setting up. When -t runs out, report the last "nobody listens" if
-    // there was one (a bare timeout would hide it), else the timeout.
-    std::optional<Error> refused;
-    for (int attempt = 1;; ++attempt) {
-        std::optional<NotYet> not_yet;
-        if (std::optional<CmConnection> c =
-                connect_once(dst, peer, timeout_s, deadline, dev, qp, initiator_depth, attempt == 1, not_yet))
-            return std::move(*c);
-        if (not_yet->refused)
-            refused = not_yet->error;
+    std::optional<Error> refused; // the last "nobody listens", which a bare timeout would hide
+    for (int n = 1;; ++n) {
+        CmTry t{{}, dst.get(), deadline, timeout_s, n == 1, std::nullopt, false};
+        t.c.peer = peer;
+        t.c.qp = qp;
+        t.c.channel = create_event_channel();
+        rdma_cm_id *id = nullptr;
+        check_rc(rdma_create_id(t.c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        t.c.id.reset(id);
+        if (attempt(t))
+            return std::move(t.c);
+        const Error why = t.not_yet.value_or(timeout_error(timeout_s, "the server at " + peer));
+        if (t.refused)
+            refused = why;
         if (deadline.expired())
-            throw refused.value_or(not_yet->error);
-        if (attempt == 1)
-            info("%s %s yet; trying again for up to %d s", not_yet->refused ? "nobody listens on" : "no answer from",
+            throw refused.value_or(why);
+        if (n == 1)
+            info("%s %s yet; trying again for up to %d s", t.refused ? "nobody listens on" : "no answer from",
                  peer.c_str(), timeout_s);
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200, deadline.left_ms())));
     }
+}
+
+CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device &dev, ibv_qp *qp, int initiator_depth)
+{
+    // The calls of rdma_write/requester.cpp's step 4, and one check more: the depth the server grants.
+    return cm_retry(server, timeout_s, qp, [&](CmTry &t) {
+        rdma_cm_id *id = t.c.id.get();
+        // 1. Address: which local device and port reach the server (like ARP plus a routing lookup).
+        check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr(" + t.c.peer + ")",
+                 cm_addr_hint);
+        if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer))
+            return false;
+        check_cm_device(id, dev);
+        // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
+        check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
+        t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
+        // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
+        rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
+        check_rc(rdma_connect(id, &param), "rdma_connect");
+        CmEventPtr rep = t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept");
+        if (!rep)
+            return false;
+        // The REP says how many READs/atomics the server accepts in flight from us (its responder
+        // resources): with fewer than we need, a READ could never be sent. The event gives the values
+        // from OUR side: the server's responder resources arrive as our initiator_depth.
+        const int granted = rep->param.conn.initiator_depth;
+        if (granted < initiator_depth)
+            throw Error("the server accepts " + std::to_string(granted) +
+                            " READ/atomic request(s) in flight, this sample needs " + std::to_string(initiator_depth),
+                        "the server's QP must allow READs and atomics (max_dest_rd_atomic >= 1): is it the matching "
+                        "responder of this sample?");
+        // 4. We created the QP ourselves, so we take it to RTR and RTS, then tell the CM (an RTU
+        //    message): the server sees RDMA_CM_EVENT_ESTABLISHED.
+        cm_ready_qp(id, qp, 0, initiator_depth);
+        check_rc(rdma_establish(id), "rdma_establish");
+        return true;
+    });
 }
 
 CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv_qp *qp, int responder_resources)

@@ -21,7 +21,8 @@
  * REJECTED, CONNECT_ERROR) becomes an Error with a hint.
  *
  * For the pairs, `-cm` is a few calls: the client posts a DescriptorReceive, calls cm_connect() and
- * waits for the descriptor; the server calls cm_accept() and send_descriptor(); both end with
+ * waits for the descriptor (rdma_write/requester.cpp writes cm_connect()'s four calls out, in a
+ * cm_retry()); the server calls cm_accept() and send_descriptor(); both end with
  * cm_disconnect() (exchange.hpp wraps the first three for the lessons after rdma_write). A server for
  * many clients is cm_server.hpp; `-sa` is read by cm_address.hpp. rdma_file_transfer, whose QP
  * librdmacm creates (rdma_create_qp()), calls the CM itself with create_event_channel() and
@@ -35,7 +36,9 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace rdma_samples {
@@ -85,6 +88,56 @@ struct CmConnection {
  */
 CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device &dev, ibv_qp *qp,
                         int initiator_depth = 0);
+
+/**
+ * @brief One try of an RDMA CM client's connect: its own event channel and cm_id (a cm_id that failed
+ * to connect cannot be used again), made by cm_retry() and handed to the code that makes the calls.
+ */
+struct CmTry {
+    CmConnection c;               ///< this try's channel and cm_id (RDMA_PS_TCP): the connection, if it succeeds
+    sockaddr *dst;                ///< the server's address (`-sa`, `-sat`, `-lp`)
+    const Deadline &deadline;     ///< the whole connect's bound (`-t`)
+    int timeout_s;                ///< `-t`, for messages
+    bool first;                   ///< the first try: say which device and port reach the server
+    std::optional<Error> not_yet; ///< set by event(): why the server is not there yet
+    bool refused = false;         ///< ... because its machine answered that nobody listens on the port
+
+    /** @brief The bound of this try's address resolution: short, so that a server machine that does not
+     *  answer ARP yet is asked again. @return milliseconds */
+    int resolve_ms() const;
+    /** @brief What is left of the deadline, for rdma_resolve_route() (at least 1). @return milliseconds */
+    int left_ms() const;
+    /**
+     * @brief Wait (bounded) for the event that answers the last call: RDMA_CM_EVENT_ADDR_RESOLVED,
+     * ROUTE_RESOLVED or CONNECT_RESPONSE. A server that is not there yet (no answer to the address, no
+     * answer to the REQ, or a REJECT saying nobody listens) is not an error: the event is empty and
+     * not_yet says why, for cm_retry() to try again. Anything else throws, explained.
+     * @param expected the event
+     * @param what     what it answers, for messages
+     * @return the event, or empty: try again
+     */
+    CmEventPtr event(rdma_cm_event_type expected, const std::string &what);
+};
+
+/**
+ * @brief The client's connect, tried again like a TCP client whose connect() is refused: a server
+ * started at the same time may still be setting up. Each try gets a new CmTry; when `-t` runs out, the
+ * last "nobody listens" is reported if there was one (a bare timeout would hide it), else the timeout.
+ * @param server    where to connect (Args::cm_server())
+ * @param timeout_s the bound of the whole connect (`-t`)
+ * @param qp        our QP (cm_disconnect() moves it to ERR)
+ * @param attempt   one try: true once connected (our QP at RTS, the RTU sent), false to try again
+ *                  (after CmTry::event() came back empty)
+ * @return the connection
+ */
+CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
+                      const std::function<bool(CmTry &)> &attempt);
+
+/** @brief The hint for a failed rdma_resolve_addr(). @param err its errno @return the hint */
+std::string cm_addr_hint(int err);
+/** @brief The hint for a failed rdma_resolve_route() (ENODEV: a loopback address on RoCE).
+ *  @param err its errno @return the hint */
+std::string cm_route_hint(int err);
 
 /**
  * @brief Server side of `-cm` for one client: listen on @p port, take the first connection request
