@@ -140,8 +140,7 @@ static void run(const Args &args, const Options &o)
     // Least privilege: remote write on the landing region only when the responder writes into it, the
     // answers of a WRITE (or WRITE with immediate) ping-pong. A READ's or an atomic's response and a
     // received SEND are written there by our own device: local write is enough.
-    const int landing_access =
-        o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm) ? IBV_ACCESS_REMOTE_WRITE : 0;
+    const int landing_access = o.answers_by_write() ? IBV_ACCESS_REMOTE_WRITE : 0;
     MrPtr mr(
         check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | landing_access), "ibv_reg_mr"));
 

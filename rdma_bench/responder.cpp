@@ -130,8 +130,7 @@ static void run(const Args &args, const Options &o)
          peer.length, peer.rkey);
     // A WRITE ping-pong answers into that region: only inside what the requester exported, and only if
     // it granted remote write (the requester checks our export the same way).
-    if (o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm) &&
-        (peer.length < slices || !(peer.access & IBV_ACCESS_REMOTE_WRITE)))
+    if (o.answers_by_write() && (peer.length < slices || !(peer.access & IBV_ACCESS_REMOTE_WRITE)))
         throw Error("the requester's landing region (" + std::to_string(peer.length) + " bytes, " +
                         access_to_string(peer.access) + ") cannot take our " + std::to_string(slices) +
                         "-byte answers by remote write",

@@ -58,6 +58,10 @@ struct Options {
     /** @brief Operations per size, warm-up included.
      *  @return warmup + iters */
     std::uint64_t per_size() const { return static_cast<std::uint64_t>(warmup) + iters; }
+    /** @brief Whether the responder writes into the requester's landing region: the answers of a WRITE
+     *  (or WRITE with immediate) ping-pong. Only then does that region grant remote write.
+     *  @return true for --mode lat with --op write or write_imm */
+    bool answers_by_write() const { return mode == Mode::lat && (op == Op::write || op == Op::write_imm); }
 };
 
 /** @brief The operation's name as --op takes it. @param op the operation @return e.g. "write_imm" */
