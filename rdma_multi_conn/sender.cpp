@@ -177,17 +177,11 @@ static void run(const Args &args)
         for (int i = 0; i < n; ++i)
             post_message(qps[i].get(), buf, mr.get(), args.message.size(), i);
         step(7, "poll the shared completion queue for %d SEND completion(s)", n);
-        ibv_wc wc{};
-        Waiter waiter(args.timeout_s, "the SENDs of " + std::to_string(n) + " connection(s)", dev.ctx.get());
-        for (int sent = 0; sent < n;) // they complete in any order; wr_id says which connection each is
-            if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1) {
-                completions.check(wc, IBV_WC_SEND, "the SEND on connection " + std::to_string(wc.wr_id));
-                result("Sender has sent: \"%s\", connection %llu", args.message.c_str(),
-                       static_cast<unsigned long long>(wc.wr_id));
-                ++sent;
-            } else {
-                waiter.pause();
-            }
+        for (int i = 0; i < n; ++i) { // they complete in any order: wait() keeps the others for their turn
+            completions.wait(static_cast<std::uint64_t>(i), IBV_WC_SEND, args.timeout_s,
+                             "the SEND on connection " + std::to_string(i));
+            result("Sender has sent: \"%s\", connection %d", args.message.c_str(), i);
+        }
     } else if (cm_client) {
         step(4, "connect to the receiving server with RDMA CM (%s port %u)", args.server_addr->c_str(),
              args.listen_port);
