@@ -128,6 +128,7 @@ static void run(const Args &args)
             // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
             check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
             t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
+            t.say_route(); // on the first try: which device and port reach the server
             // 3. Connect: the CM sends our QPN and PSN in a REQ; the server's REP carries its own.
             rdma_conn_param param = cm_conn_param(qp.get()); // we READ nothing: no depth to ask for
             check_rc(rdma_connect(id, &param), "rdma_connect");

@@ -161,11 +161,14 @@ CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
             throw cm_event_error(*ev, what, c.peer);
         return ev;
     }
-    CmEventPtr ev = expect_cm_event(c.channel.get(), expected, deadline, what, c.peer);
-    if (expected == RDMA_CM_EVENT_ROUTE_RESOLVED && first)
+    return expect_cm_event(c.channel.get(), expected, deadline, what, c.peer);
+}
+
+void CmTry::say_route() const
+{
+    if (first)
         info("RDMA CM: %s is reachable through %s port %u", c.peer.c_str(), ibv_get_device_name(c.id->verbs->device),
              c.id->port_num);
-    return ev;
 }
 
 CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
@@ -211,6 +214,7 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
         // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
         check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
         t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
+        t.say_route();
         // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
         rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
         check_rc(rdma_connect(id, &param), "rdma_connect");

@@ -98,7 +98,7 @@ struct CmTry {
     sockaddr *dst;                ///< the server's address (`-sa`, `-sat`, `-lp`)
     const Deadline &deadline;     ///< the whole connect's bound (`-t`)
     int timeout_s;                ///< `-t`, for messages
-    bool first;                   ///< the first try: say which device and port reach the server
+    bool first;                   ///< the first try (say_route() prints only then)
     std::optional<Error> not_yet; ///< set by event(): why the server is not there yet
     bool refused = false;         ///< ... because its machine answered that nobody listens on the port
 
@@ -117,6 +117,8 @@ struct CmTry {
      * @return the event, or empty: try again
      */
     CmEventPtr event(rdma_cm_event_type expected, const std::string &what);
+    /** @brief On the first try, print which device and port reach the server (once the route is resolved). */
+    void say_route() const;
 };
 
 /**
