@@ -7,15 +7,15 @@
  * carries the wr_id we chose when posting, here the buffer slot. Every receive is posted before its
  * sender can reach it, so no sender ever meets "receiver not ready". The receiver sleeps on a
  * completion channel instead of spinning. This file sets them up; the loop that takes the messages
- * (the sleep, the CM server) is in receiving.hpp, which rdma_srq_receive, this receiver with one shared
- * receive queue for all the QPs, uses too.
+ * is in receiving.hpp (the sleep) and server.hpp (the CM server), which rdma_srq_receive, this receiver
+ * with one shared receive queue for all the QPs, uses too.
  *
  * Two ways to connect (see rdma_write for the single-QP versions of both):
  *  - descriptor files (-nc N): one file per connection, "<path>-0000", "<path>-0001", ...;
  *  - RDMA CM (-cm): without -sa this process is the server and waits for -nc clients (each a separate
  *    rdma_multi_conn_send -cm -sa ADDR); with -sa it is one client of a sending server.
  */
-#include "receiving.hpp"
+#include "server.hpp"
 
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/memory.hpp>
@@ -79,11 +79,11 @@ void run(const Args &args)
     //! [qps]
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
     // Every message is printed as its completion is taken: wr_id is its slot, qp_num its connection.
-    const Receiver r{dev.ctx.get(), cq.get(), channel.get(), qps, [&](const ibv_wc &wc, int connection) {
-                         const char *msg = buf.data() + wc.wr_id * max_message_length;
-                         result("Got from sender: \"%.*s\", connection %d", static_cast<int>(wc.byte_len), msg,
-                                connection);
-                     }};
+    const Receiver receiver{dev.ctx.get(), cq.get(), channel.get(), qps, [&](const ibv_wc &wc, int connection) {
+                                const char *msg = buf.data() + wc.wr_id * max_message_length;
+                                result("Got from sender: \"%.*s\", connection %d", static_cast<int>(wc.byte_len), msg,
+                                       connection);
+                            }};
 
     step(4, "post a receive on every QP before any sender can reach it");
     for (int i = 0; i < n; ++i)
@@ -93,7 +93,7 @@ void run(const Args &args)
         step(5, "for each connection: read the sender's descriptor, move to RTR/RTS, answer with ours");
         connect_by_files(args, dev, qps); // receiving.hpp
         step(6, "sleep on the completion channel until %d message(s) arrived", n);
-        wait_for_messages(r, n, args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)");
+        wait_for_messages(receiver, n, args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)");
         step(7, "keep the QPs a moment: if an ACK of ours was lost, its sender resends the message");
         // Like TCP's TIME_WAIT (rc_qp.hpp, retransmit_window_ms()): a QP destroyed at once could not
         // acknowledge the resend, and the sender would fail although its message arrived.
@@ -102,13 +102,13 @@ void run(const Args &args)
         step(5, "connect to the sending server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
         step(6, "sleep on the completion channel until the server's message arrived");
-        wait_for_messages(r, 1, args.timeout_s, "the server's message");
+        wait_for_messages(receiver, 1, args.timeout_s, "the server's message");
         step(7, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
     } else {
         step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n,
              args.listen_port);
-        serve(args, dev, r);
+        serve(args, dev, receiver);
     }
 } // the QPs (all of them), cq, channel, mr, pd and the device close here
 

@@ -7,11 +7,11 @@
  * idle on every quiet connection. Here the QPs have no receive queue of their own: they all take from one
  * shared receive queue (SRQ), a pool of --srq-size buffers. Each message is printed and its slot (wc.wr_id)
  * posted again; the device raises IBV_EVENT_SRQ_LIMIT_REACHED when the pool runs low. The rest is
- * rdma_multi_conn's: its receiving loop (receiving.hpp), its senders (rdma_multi_conn_send, unchanged: an
- * SRQ is the receiver's business alone), its two ways to connect (-nc N descriptor files, or -cm as the
- * server of -nc senders).
+ * rdma_multi_conn's: its receiving loop (receiving.hpp, server.hpp), its senders (rdma_multi_conn_send,
+ * unchanged: an SRQ is the receiver's business alone), its two ways to connect (-nc N descriptor files,
+ * or -cm as the server of -nc senders).
  */
-#include "../rdma_multi_conn/receiving.hpp"
+#include "../rdma_multi_conn/server.hpp"
 #include "options.hpp"
 
 #include <rdma_samples/exchange.hpp>
@@ -155,11 +155,11 @@ void run(const Args &args, const SrqOptions &opt)
     //! [qps]
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
     const Pool pool{srq.get(), buf, mr.get(), opt.limit ? opt.limit : (size + 1) / 2};
-    // rdma_multi_conn's receiving loop (receiving.hpp) takes the messages; each goes back to the pool as
+    // rdma_multi_conn's receiving loop (receiving.hpp, server.hpp) takes the messages; each goes back to the pool as
     // it is taken, and the device's async fd is watched for the limit event.
     auto on_message = [&](const ibv_wc &wc, int connection) { take_message(pool, wc, connection); };
-    const Receiver r{dev.ctx.get(), cq.get(),   channel.get(),
-                     qps,           on_message, [&] { take_async_events(dev.ctx.get(), pool); }};
+    const Receiver receiver{dev.ctx.get(), cq.get(),   channel.get(),
+                            qps,           on_message, [&] { take_async_events(dev.ctx.get(), pool); }};
 
     if (opt.hold_ms == 0) {
         step(4, "post %u receives into the SRQ, arm its limit at %u", size, pool.limit);
@@ -171,7 +171,7 @@ void run(const Args &args, const SrqOptions &opt)
     if (args.use_cm) {
         step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n,
              args.listen_port);
-        serve(args, dev, r);
+        serve(args, dev, receiver);
         return;
     }
     step(5, "for each connection: read the sender's descriptor, move to RTR/RTS, answer with ours");
@@ -182,7 +182,7 @@ void run(const Args &args, const SrqOptions &opt)
         fill_pool(pool, size);
     }
     step(6, "sleep on the completion channel until %d message(s) arrived", n);
-    wait_for_messages(r, n, args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)");
+    wait_for_messages(receiver, n, args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)");
     step(7, "keep the QPs a moment: if an ACK of ours was lost, its sender resends the message");
     std::this_thread::sleep_for(std::chrono::milliseconds(retransmit_window_ms(qps[0].get()))); // (rdma_multi_conn)
 } // the QPs (all of them), the SRQ, cq, channel, mr, pd and the device close here

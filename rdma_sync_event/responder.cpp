@@ -48,15 +48,6 @@ static std::uint64_t wait_for_event(std::atomic_ref<std::uint64_t> event, std::u
     return v;
 }
 
-/** --never-signal: wait for 0xd0cb without setting it. The requester's get keeps reading 0xd0ca until
- *  its -t runs out; nobody sets 0xd0cb, so our wait runs out too. */
-static void never_signal(const Args &args, std::atomic_ref<std::uint64_t> event)
-{
-    step(7, "(demonstration) never signal: the requester's get keeps reading 0xd0ca");
-    wait_for_event(event, signal_value, args.timeout_s);
-    throw Error("the sync event reached 0xd0cb although we never signalled", "is another requester setting it?");
-}
-
 static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
@@ -106,9 +97,10 @@ static void run(const Args &args, const Options &opt)
     result("Sync event value 0x%llx received",
            static_cast<unsigned long long>(wait_for_event(event, notify_value, args.timeout_s)));
 
-    if (opt.never_signal) {
-        never_signal(args, event);
-        return;
+    if (opt.never_signal) { // the requester's get keeps reading 0xd0ca until its -t runs out; so does our wait
+        step(7, "(demonstration) never signal: the requester's get keeps reading 0xd0ca");
+        wait_for_event(event, signal_value, args.timeout_s);
+        throw Error("the sync event reached 0xd0cb although we never signalled", "is another requester setting it?");
     }
     step(7, "signal the requester: set the event to 0x%llx locally", static_cast<unsigned long long>(signal_value));
     result("Signaling sync event");

@@ -4,7 +4,7 @@
  *
  * The server's lesson, its loop over CM events (CONNECT_REQUEST -> rdma_accept() or rdma_reject(),
  * ESTABLISHED, DISCONNECTED, rdma_ack_cm_event()), is written out in rdma_multi_conn: sender.cpp and
- * receiving.hpp, the receivers' loop.
+ * server.hpp, the receivers' loop.
  * What is kept here is not the lesson: which client has which QP, how each connection fares, when a
  * client's disconnect may be answered, and the final tally.
  */
