@@ -2,14 +2,14 @@
  * @file receiver.cpp
  * @brief UD RECEIVE, receiver side: post receives, then take numbered datagrams from whoever sends.
  *
- * A UD receive buffer starts with 40 bytes for the packet's network header: on RoCE the device always
- * fills them (on RoCE v2 with the IP header), on InfiniBand only when the packet carried a GRH
- * (IBV_WC_GRH says which; else they are undefined). The payload starts at byte 40, and wc.byte_len
- * counts those 40 bytes. The completion names the sending
- * QP (wc.src_qp); the header names its GID. Nothing is acknowledged or retried: a datagram with a
- * wrong Q_Key, one above the MTU, or one that finds no receive posted is dropped without a word, so
- * the datagrams are numbered and this side reports which never came.
+ * Each receive buffer starts with 40 bytes for the packet's network header; the payload follows, and
+ * wc.byte_len counts both. The completion names the sending QP (wc.src_qp), the header its GID.
+ * Nothing is acknowledged or retried: a datagram with a wrong Q_Key, above the MTU, or that finds no
+ * receive is dropped without a word, so the datagrams are numbered and this side reports which never
+ * came. Chapter 12, "Unreliable datagrams", explains each step.
  */
+#include "ud.hpp"
+
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm_ud.hpp>
@@ -17,20 +17,16 @@
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
-#include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
+#include <rdma_samples/text.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <chrono>
-#include <cstdio>
 #include <cstring>
 #include <thread>
-#include <vector>
 
 using namespace rdma_samples;
-
-/** The bytes the device writes before the payload of every UD receive. */
-static constexpr std::size_t grh_bytes = 40;
+using namespace rdma_ud;
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {
@@ -38,22 +34,6 @@ struct Options {
     int iters = 3;                   ///< --iters: datagrams expected
     int receives = 0;                ///< --receives: receives posted (0: one per datagram)
 };
-
-/**
- * Is this an IPv4 header as RoCE v2 sends it: version 4, five 32-bit words (no options), and a
- * checksum that adds up (the ones' complement sum of its ten 16-bit words is 0xffff)?
- */
-static bool roce_ipv4_header(const std::uint8_t *h)
-{
-    if (h[0] != 0x45)
-        return false;
-    std::uint32_t sum = 0;
-    for (int i = 0; i < 20; i += 2)
-        sum += static_cast<std::uint32_t>(h[i] << 8 | h[i + 1]);
-    while (sum >> 16)
-        sum = (sum & 0xffff) + (sum >> 16);
-    return sum == 0xffff;
-}
 
 /**
  * The sender's GID, from the 40 bytes before the payload. On InfiniBand, RoCE v1 and RoCE v2 over
@@ -78,25 +58,6 @@ static ibv_gid sender_gid(const char *header)
     return gid;
 }
 
-/**
- * The 40 bytes as they lie in the buffer, in two rows of 20, so the reader can see which header the
- * device wrote: on RoCE v2 over IPv4, Soft-RoCE writes 20 zero bytes, then the IPv4 header exactly as
- * it arrived (45 = version 4, 5 words; TTL, protocol 17 = UDP, checksum, both addresses).
- */
-static void show_header(const char *header)
-{
-    const auto *b = reinterpret_cast<const std::uint8_t *>(header);
-    for (std::size_t row = 0; row < grh_bytes; row += 20) {
-        std::string bytes;
-        for (std::size_t i = row; i < row + 20; ++i) {
-            char two[4];
-            std::snprintf(two, sizeof two, " %02x", b[i]);
-            bytes += two;
-        }
-        info("  bytes %2zu-%2zu:%s", row, row + 19, bytes.c_str());
-    }
-}
-
 static void run(const Args &args, const Options &opt)
 {
     const int receives = opt.receives > 0 ? opt.receives : opt.iters;
@@ -104,9 +65,7 @@ static void run(const Args &args, const Options &opt)
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    const int mtu = mtu_bytes(dev.port_attr.active_mtu);
-    info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str(), mtu);
+    const int mtu = show_device(dev);
 
     step(2, "register %d receive slots of 40 + %d bytes (local write: the device writes into them)", receives, mtu);
     const std::size_t slot = grh_bytes + static_cast<std::size_t>(mtu);
@@ -116,8 +75,7 @@ static void run(const Args &args, const Options &opt)
     step(3, "create a completion queue and a UD queue pair with Q_Key 0x%08x; INIT -> RTR", qkey);
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), receives, nullptr, nullptr, 0), "ibv_create_cq"));
     ibv_qp_init_attr init{};
-    init.send_cq = cq.get();
-    init.recv_cq = cq.get();
+    init.send_cq = init.recv_cq = cq.get();
     init.qp_type = IBV_QPT_UD;
     init.cap.max_send_wr = 1;
     init.cap.max_recv_wr = static_cast<std::uint32_t>(receives);
@@ -159,25 +117,17 @@ static void run(const Args &args, const Options &opt)
         const UdDescriptor sender = wait_for_ud_descriptor(
             {args.remote_descriptor_path, "the sender (rdma_ud_send)", args.timeout_s, std::nullopt});
         info("sender: QPN 0x%06x, GID %s", sender.qp_num, gid_to_string(sender.gid).c_str());
-        const UdDescriptor ours{.nonce = new_nonce(),
-                                .peer_nonce = sender.nonce,
-                                .qp_num = qp->qp_num,
-                                .qkey = qkey,
-                                .lid = dev.port_attr.lid,
-                                .gid = dev.gid,
-                                .mtu = mtu};
-        write_descriptor_file(args.local_descriptor_path, format_descriptor(ours));
+        publish_descriptor(args.local_descriptor_path, dev, qp.get(), qkey, mtu, sender.nonce);
     }
 
     step(6, "poll the completion queue: each completion's wr_id is the slot its datagram filled");
     // The sender numbers its datagrams #i/N. We stop when all N came, when every receive is used (no
     // datagram can arrive after that), or a second after the last one (a straggler may still come).
-    std::vector<bool> seen(65);
-    int received = 0, completions = 0, total = 0, highest = 0;
+    Tally tally;
+    int completions = 0;
     Deadline deadline(args.timeout_s);
     std::optional<Deadline> grace;
-    while (completions < receives && (total == 0 || received < total) && !deadline.expired() &&
-           !(grace && grace->expired())) {
+    while (completions < receives && !tally.all_came() && !deadline.expired() && !(grace && grace->expired())) {
         ibv_wc wc{};
         if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0) {
             // Our lookup reply is a datagram too, and may be lost: the sender's CM then asks again.
@@ -198,44 +148,31 @@ static void run(const Args &args, const Options &opt)
             info("the 40 bytes before its payload, as the device wrote them (the first datagram only):");
             show_header(header);
         }
-        int seq = 0, count = 0, text_at = 0;
-        if (std::sscanf(payload.c_str(), "#%d/%d %n", &seq, &count, &text_at) != 2 || seq < 1 || seq > count ||
-            count > 64) {
+        const std::optional<Numbered> d = parse_datagram(payload);
+        if (!d) {
             info("not a numbered datagram: ignored");
             continue;
         }
-        total = count;
-        ++received;
-        result("Got #%d/%d from sender: \"%s\"%s", seq, count, payload.c_str() + text_at,
-               seen[static_cast<std::size_t>(seq)] ? " (duplicate)"
-               : seq < highest                     ? " (out of order)"
-                                                   : "");
-        seen[static_cast<std::size_t>(seq)] = true;
-        highest = std::max(highest, seq);
-        if (seq == count && !grace)
+        result("Got #%d/%d from sender: \"%s\"%s", d->seq, d->count, d->text.c_str(), tally.note(*d));
+        if (d->seq == d->count && !grace)
             grace = Deadline::in_ms(std::min(1000, deadline.left_ms()));
     }
-    if (received == 0) {
-        char ours[16];
-        std::snprintf(ours, sizeof ours, "0x%08x", qkey);
-        throw timeout_error(
-            args.timeout_s, "a datagram from the sender",
-            std::string("nothing arrived, and UD never says why: our device drops a datagram whose Q_Key "
-                        "is not ours (") +
-                ours +
-                "), one above the MTU, or one that finds no receive; "
-                "check the sender's --qkey and that it runs");
-    }
+    if (tally.received == 0)
+        throw timeout_error(args.timeout_s, "a datagram from the sender",
+                            "nothing arrived, and UD never says why: our device drops a datagram whose Q_Key is not "
+                            "ours (" +
+                                hex(qkey, 8) +
+                                "), one above the MTU, or one that finds no receive; "
+                                "check the sender's --qkey and that it runs");
 
     step(7, "report the datagrams that never came");
-    std::string lost;
-    for (int seq = 1; seq <= total; ++seq)
-        if (!seen[static_cast<std::size_t>(seq)])
-            lost += " #" + std::to_string(seq);
-    result("Received %d of %d datagrams%s%s", received, total, lost.empty() ? "" : "; lost:", lost.c_str());
+    const std::string lost = tally.lost();
+    const int total = tally.total;
+    result("Received %d of %d datagrams%s%s", tally.received, total, lost.empty() ? "" : "; lost:", lost.c_str());
     if (!lost.empty())
         throw Error(
-            std::to_string(total - received) + " of " + std::to_string(total) + " datagrams never arrived:" + lost,
+            std::to_string(total - tally.received) + " of " + std::to_string(total) +
+                " datagrams never arrived:" + lost,
             completions == receives && receives < total
                 ? "only " + std::to_string(receives) +
                       " receive(s) were posted: a datagram that finds none is dropped, and the sender's completion still says success (UD has no RNR NAK)"
@@ -250,16 +187,12 @@ int main(int argc, char **argv)
                      .summary = "UD RECEIVE, receiver side: take numbered datagrams and report any that never came.",
                      .resource_descriptor = false,
                      .rdma_cm = true};
-    spec.extra.push_back({"iters", "N", "datagrams expected", "3", [&](const std::string &v) {
-                              opt.iters = static_cast<int>(parse_number("--iters", v, 1, 64));
+    spec.extra.push_back(iters_flag(opt.iters, "datagrams expected"));
+    spec.extra.push_back(qkey_flag("the Q_Key our QP accepts (ignored with -cm, which uses RDMA_UDP_QKEY 0x01234567)",
+                                   "0x11111111", [&](std::uint32_t qkey) { opt.qkey = qkey; }));
+    spec.extra.push_back({"receives", "N", "demonstration: post only N receives, fewer than the datagrams", "--iters",
+                          [&](const std::string &v) {
+                              opt.receives = static_cast<int>(parse_number("--receives", v, 1, max_datagrams));
                           }});
-    spec.extra.push_back({"qkey", "QKEY",
-                          "the Q_Key our QP accepts (ignored with -cm, which uses RDMA_UDP_QKEY 0x01234567)",
-                          "0x11111111", [&](const std::string &v) {
-                              opt.qkey = static_cast<std::uint32_t>(parse_number("--qkey", v, 0, 0x7fffffff));
-                          }});
-    spec.extra.push_back(
-        {"receives", "N", "demonstration: post only N receives, fewer than the datagrams", "--iters",
-         [&](const std::string &v) { opt.receives = static_cast<int>(parse_number("--receives", v, 1, 64)); }});
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

@@ -2,12 +2,12 @@
  * @file sender.cpp
  * @brief UD SEND, sender side: numbered datagrams to a queue pair we never connect to.
  *
- * An unreliable datagram (UD) QP is not tied to one peer: every SEND names its destination itself,
- * with an address handle (which port and GID to send to), the destination QPN and the Q_Key the
- * destination accepts. There is no ACK and no retry: the SEND's completion says only that our device
- * is done with it, not that anyone received it. A message must fit in one packet (the MTU), and UD
- * carries SENDs only: no RDMA READ, WRITE or atomics, which need a connection.
+ * Every SEND names its destination (an address handle, the QPN, the Q_Key it accepts); no ACK, no
+ * retry: a SEND's completion says only that our device is done with it. A message must fit in one
+ * packet (the MTU), and UD carries SENDs only. Chapter 12, "Unreliable datagrams", explains each step.
  */
+#include "ud.hpp"
+
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm_ud.hpp>
@@ -18,19 +18,18 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
-#include <rdma_samples/wait.hpp>
 
-#include <cstdio>
 #include <cstring>
 
 using namespace rdma_samples;
+using namespace rdma_ud;
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {
     int iters = 3;                        ///< --iters: datagrams to send, numbered #1/N .. #N/N
     std::optional<std::uint32_t> qkey;    ///< --qkey: stamp this Q_Key instead of the receiver's
     bool over_mtu = false;                ///< --over-mtu: datagram #1 is one byte above the MTU
-    std::optional<ibv_wr_opcode> refused; ///< --op write|read: the demonstration below
+    std::optional<ibv_wr_opcode> refused; ///< --op write|read: post one of these instead of the SENDs
 };
 
 /** Where the datagrams go: what ibv_create_ah() and every SEND's wr.ud need. */
@@ -40,47 +39,12 @@ struct Destination {
     int mtu = 0; ///< the largest payload one datagram can carry
 };
 
-/**
- * --op write|read: post an RDMA WRITE or READ on the UD QP. A UD work request has no remote address
- * or rkey to give (wr.wr is a union: on UD it holds the address handle), and the IBTA allows only
- * SEND on UD. A device refuses it either in ibv_post_send() or with an error completion (Soft-RoCE:
- * IBV_WC_LOC_QP_OP_ERR, and the QP goes to the error state). No packet leaves.
- */
-static void refused_operation(ibv_qp *qp, ibv_ah *ah, const Destination &dst, ibv_sge sge, ibv_wr_opcode opcode,
-                              Completions &completions, int timeout_s)
-{
-    const std::string op = opcode == IBV_WR_RDMA_READ ? "RDMA READ" : "RDMA WRITE";
-    const std::string hint =
-        "UD carries SENDs only (IBTA); READ, WRITE and atomics need a connected QP: RC (rdma_write, rdma_read)";
-    step(6, "(demonstration) post an %s on the UD QP: UD carries SENDs only", op.c_str());
-    ibv_send_wr wr{};
-    wr.wr_id = 1;
-    wr.opcode = opcode;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.ud.ah = ah;
-    wr.wr.ud.remote_qpn = dst.qp_num;
-    wr.wr.ud.remote_qkey = dst.qkey;
-    ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(" + op + " on a UD QP)", [&](int) { return hint; });
-    info("ibv_post_send accepted it; the device judges it when it executes it");
-    try {
-        completions.wait(1, IBV_WC_SEND, timeout_s, "the " + op);
-    } catch (const Error &e) { // the status it failed with; the reason is UD's, whatever the status
-        throw Error(e.what(), hint);
-    }
-    throw Error("the " + op + " on a UD QP completed successfully", "this device does not follow the IBTA: " + hint);
-}
-
 static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    const int port_mtu = mtu_bytes(dev.port_attr.active_mtu);
-    info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str(), port_mtu);
+    const int port_mtu = show_device(dev);
 
     step(2, "register %d message slots of %d bytes (no access flags: the device only reads a SEND's source)", opt.iters,
          port_mtu + 1);
@@ -92,8 +56,7 @@ static void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), opt.iters, nullptr, nullptr, 0), "ibv_create_cq"));
     //! [create_ud_qp]
     ibv_qp_init_attr init{};
-    init.send_cq = cq.get();
-    init.recv_cq = cq.get();
+    init.send_cq = init.recv_cq = cq.get();
     init.qp_type = IBV_QPT_UD; // unreliable datagram: no peer, no ACKs, one packet per message
     init.cap.max_send_wr = static_cast<std::uint32_t>(opt.iters);
     init.cap.max_recv_wr = 1;
@@ -130,14 +93,8 @@ static void run(const Args &args, const Options &opt)
         dst = {cm_peer.ah_attr, cm_peer.qp_num, cm_peer.qkey, port_mtu};
     } else {
         step(4, "publish our UD descriptor and wait for the receiver's (QPN, Q_Key, GID, MTU)");
-        UdDescriptor ours{.nonce = new_nonce(),
-                          .peer_nonce = std::nullopt,
-                          .qp_num = qp->qp_num,
-                          .qkey = attr.qkey,
-                          .lid = dev.port_attr.lid,
-                          .gid = dev.gid,
-                          .mtu = port_mtu};
-        write_descriptor_file(args.local_descriptor_path, format_descriptor(ours));
+        const UdDescriptor ours =
+            publish_descriptor(args.local_descriptor_path, dev, qp.get(), attr.qkey, port_mtu, {});
         const UdDescriptor receiver = wait_for_ud_descriptor(
             {args.remote_descriptor_path, "the receiver (rdma_ud_receive)", args.timeout_s, ours.nonce});
         info("receiver: QPN 0x%06x, Q_Key 0x%08x, GID %s, MTU %d", receiver.qp_num, receiver.qkey,
@@ -166,17 +123,18 @@ static void run(const Args &args, const Options &opt)
         info("(demonstration) our SENDs carry Q_Key 0x%08x; the receiver accepts 0x%08x", *opt.qkey, dst.qkey);
         dst.qkey = *opt.qkey;
     }
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data()), 1, mr->lkey};
-    if (opt.refused) {
-        refused_operation(qp.get(), ah.get(), dst, sge, *opt.refused, completions, args.timeout_s);
-        return;
-    }
 
-    step(6, "post %d SENDs of \"#i/%d %s\" to QPN 0x%06x", opt.iters, opt.iters, args.message.c_str(), dst.qp_num);
-    for (int i = 1; i <= opt.iters; ++i) {
+    // --op posts one RDMA WRITE or READ instead, which UD refuses (chapter 12, "What UD drops, and what it refuses").
+    const std::string refused = opt.refused == IBV_WR_RDMA_READ ? "RDMA READ" : "RDMA WRITE";
+    const int datagrams = opt.refused ? 1 : opt.iters;
+    const auto post_hint = [&](int err) { return opt.refused ? sends_only : hint_for_errno("ibv_post_send", err); };
+    if (opt.refused)
+        step(6, "(demonstration) post an %s on the UD QP: UD carries SENDs only", refused.c_str());
+    else
+        step(6, "post %d SENDs of \"#i/%d %s\" to QPN 0x%06x", opt.iters, opt.iters, args.message.c_str(), dst.qp_num);
+    for (int i = 1; i <= datagrams; ++i) {
         char *msg = buf.data() + slot * static_cast<std::size_t>(i - 1);
-        std::size_t len =
-            static_cast<std::size_t>(std::snprintf(msg, slot, "#%d/%d %s", i, opt.iters, args.message.c_str()));
+        std::size_t len = format_datagram(msg, slot, i, opt.iters, args.message);
         if (i == 1 && opt.over_mtu) { // pad #1 to one byte above the MTU
             std::memset(msg + len, '.', slot - len);
             len = static_cast<std::size_t>(dst.mtu) + 1;
@@ -187,12 +145,13 @@ static void run(const Args &args, const Options &opt)
                     std::to_string(dst.mtu) + " bytes",
                 "a UD message must fit in one packet; shorten -s, or use RC (rdma_send), which splits messages");
         }
+        const std::string call =
+            "ibv_post_send(" + (opt.refused ? refused + " on a UD QP" : "UD SEND #" + std::to_string(i)) + ")";
         //! [post_ud_send]
-        sge.addr = reinterpret_cast<std::uintptr_t>(msg);
-        sge.length = static_cast<std::uint32_t>(len);
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(msg), static_cast<std::uint32_t>(len), mr->lkey};
         ibv_send_wr wr{};
         wr.wr_id = static_cast<std::uint64_t>(i);
-        wr.opcode = IBV_WR_SEND;
+        wr.opcode = opt.refused.value_or(IBV_WR_SEND); // SEND: the only operation UD carries
         wr.sg_list = &sge;
         wr.num_sge = 1;
         wr.send_flags = IBV_SEND_SIGNALED;
@@ -200,9 +159,11 @@ static void run(const Args &args, const Options &opt)
         wr.wr.ud.remote_qpn = dst.qp_num; // which QP there
         wr.wr.ud.remote_qkey = dst.qkey;  // the key it accepts; a wrong one and the datagram is dropped
         ibv_send_wr *bad_wr = nullptr;
-        check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(UD SEND #" + std::to_string(i) + ")");
+        check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), call, post_hint);
         //! [post_ud_send]
     }
+    if (opt.refused) // the device judges it when it executes it: still step 6
+        expect_refusal(completions, refused, args.timeout_s);
 
     step(7, "poll the completion queue for each SEND, by wr_id");
     // Success means our device has sent the datagram (or, above the MTU, dropped it: IBTA C10-93.1.1
@@ -231,13 +192,9 @@ int main(int argc, char **argv)
                      .message_help = "string to send in every datagram",
                      .resource_descriptor = false,
                      .rdma_cm = true};
-    spec.extra.push_back({"iters", "N", "datagrams to send, numbered #1/N .. #N/N", "3", [&](const std::string &v) {
-                              opt.iters = static_cast<int>(parse_number("--iters", v, 1, 64));
-                          }});
-    spec.extra.push_back({"qkey", "QKEY", "demonstration: stamp this Q_Key on the SENDs instead of the receiver's", "",
-                          [&](const std::string &v) {
-                              opt.qkey = static_cast<std::uint32_t>(parse_number("--qkey", v, 0, 0x7fffffff));
-                          }});
+    spec.extra.push_back(iters_flag(opt.iters, "datagrams to send, numbered #1/N .. #N/N"));
+    spec.extra.push_back(qkey_flag("demonstration: stamp this Q_Key on the SENDs instead of the receiver's", "",
+                                   [&](std::uint32_t qkey) { opt.qkey = qkey; }));
     spec.extra.push_back({"over-mtu", "", "demonstration: make datagram #1 one byte longer than the MTU", "",
                           [&](const std::string &) { opt.over_mtu = true; }});
     spec.extra.push_back({"op", "write|read", "demonstration: post an RDMA WRITE or READ, which UD refuses", "",

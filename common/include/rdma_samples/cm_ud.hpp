@@ -36,7 +36,8 @@ struct CmUdPeer {
 /**
  * @brief Client side of `-cm` on RDMA_PS_UDP: resolve the server's address and route (checking they
  * are on our device), send the SIDR request naming our QP, and wait (bounded) for the answer. While
- * nobody listens yet (RDMA_CM_EVENT_UNREACHABLE), it tries again until @p timeout_s runs out.
+ * nobody answers or listens yet (RDMA_CM_EVENT_UNREACHABLE), it tries again until @p timeout_s runs
+ * out: each try is one of cm_retry(), the retry loop of every RDMA CM client.
  * @param server    where to connect (`-sa`, `-sat`, `-lp`)
  * @param timeout_s the bound of the whole lookup (`-t`)
  * @param dev       the device this side opened
