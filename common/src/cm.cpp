@@ -172,7 +172,7 @@ void CmTry::say_route() const
 }
 
 CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
-                      const std::function<bool(CmTry &)> &attempt)
+                      const std::function<bool(CmTry &)> &attempt, rdma_port_space ps)
 {
     SockAddr dst = parse_server_addr(server.addr, server.type, server.port);
     const std::string peer = addr_to_string(dst.get());
@@ -184,7 +184,8 @@ CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
         t.c.qp = qp;
         t.c.channel = create_event_channel();
         rdma_cm_id *id = nullptr;
-        check_rc(rdma_create_id(t.c.channel.get(), &id, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        check_rc(rdma_create_id(t.c.channel.get(), &id, nullptr, ps),
+                 ps == RDMA_PS_UDP ? "rdma_create_id(RDMA_PS_UDP)" : "rdma_create_id");
         t.c.id.reset(id);
         if (attempt(t))
             return std::move(t.c);

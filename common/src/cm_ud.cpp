@@ -8,46 +8,46 @@ namespace rdma_samples {
 
 CmUdPeer cm_ud_connect(const CmServerAddr &server, int timeout_s, const Device &dev, const ibv_qp *qp)
 {
-    // cm_retry(), the one retry loop of every RDMA CM client: while nobody answers, a new try. Its
-    // cm_id is on RDMA_PS_TCP; a lookup needs one on RDMA_PS_UDP, so each try makes its own on the
-    // try's channel. No qp for cm_retry: cm_disconnect() never runs on a lookup.
+    // cm_retry(), the one retry loop of every RDMA CM client: while nobody answers, a new try, each with
+    // a cm_id on RDMA_PS_UDP. No qp for cm_retry: cm_disconnect() never runs on a lookup.
     CmUdPeer p;
-    p.cm = cm_retry(server, timeout_s, nullptr, [&](CmTry &t) {
-        rdma_cm_id *id = nullptr;
-        check_rc(rdma_create_id(t.c.channel.get(), &id, nullptr, RDMA_PS_UDP), "rdma_create_id(RDMA_PS_UDP)");
-        t.c.id.reset(id);
-        check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr(" + t.c.peer + ")",
-                 cm_addr_hint);
-        if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer))
-            return false;
-        check_cm_device(id, dev);
-        check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
-        expect_cm_event(t.c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, t.deadline, "a route to " + t.c.peer,
-                        t.c.peer);
+    p.cm = cm_retry(
+        server, timeout_s, nullptr,
+        [&](CmTry &t) {
+            rdma_cm_id *id = t.c.id.get();
+            check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr(" + t.c.peer + ")",
+                     cm_addr_hint);
+            if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer))
+                return false;
+            check_cm_device(id, dev);
+            check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
+            expect_cm_event(t.c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, t.deadline, "a route to " + t.c.peer,
+                            t.c.peer);
 
-        rdma_conn_param param{};
-        param.qp_num = qp->qp_num; // our own QP: the server learns it only from our datagrams anyway
-        check_rc(rdma_connect(id, &param), "rdma_connect(SIDR request)");
-        CmEventPtr ev = next_cm_event(t.c.channel.get(), t.deadline);
-        if (!ev || ev->event == RDMA_CM_EVENT_UNREACHABLE) { // no answer, or (status > 0) nobody listens
-            t.refused = ev && ev->status > 0;
-            t.not_yet = timeout_error(timeout_s, "the UD server at " + t.c.peer + " to answer (SIDR reply)",
-                                      "is the receiver running with -cm and the same -lp on " + t.c.peer +
-                                          "? raise -t if it is just slow");
-            return false;
-        }
-        if (ev->event != RDMA_CM_EVENT_ESTABLISHED || ev->status != 0)
-            throw cm_event_error(*ev, "the server's answer (SIDR reply)", t.c.peer);
-        //! [ud_param]
-        // The answer: how to address the server's UD QP. ah_attr is the address vector (is_global, the
-        // server's GID, our GID index, port): what ibv_create_ah() takes. qp_num and qkey go into every
-        // SEND's wr.ud. This is all udaddy's client keeps from the event.
-        p.ah_attr = ev->param.ud.ah_attr;
-        p.qp_num = ev->param.ud.qp_num;
-        p.qkey = ev->param.ud.qkey;
-        //! [ud_param]
-        return true;
-    });
+            rdma_conn_param param{};
+            param.qp_num = qp->qp_num; // our own QP: the server learns it only from our datagrams anyway
+            check_rc(rdma_connect(id, &param), "rdma_connect(SIDR request)");
+            CmEventPtr ev = next_cm_event(t.c.channel.get(), t.deadline);
+            if (!ev || ev->event == RDMA_CM_EVENT_UNREACHABLE) { // no answer, or (status > 0) nobody listens
+                t.refused = ev && ev->status > 0;
+                t.not_yet = timeout_error(timeout_s, "the UD server at " + t.c.peer + " to answer (SIDR reply)",
+                                          "is the receiver running with -cm and the same -lp on " + t.c.peer +
+                                              "? raise -t if it is just slow");
+                return false;
+            }
+            if (ev->event != RDMA_CM_EVENT_ESTABLISHED || ev->status != 0)
+                throw cm_event_error(*ev, "the server's answer (SIDR reply)", t.c.peer);
+            //! [ud_param]
+            // The answer: how to address the server's UD QP. ah_attr is the address vector (is_global, the
+            // server's GID, our GID index, port): what ibv_create_ah() takes. qp_num and qkey go into every
+            // SEND's wr.ud. This is all udaddy's client keeps from the event.
+            p.ah_attr = ev->param.ud.ah_attr;
+            p.qp_num = ev->param.ud.qp_num;
+            p.qkey = ev->param.ud.qkey;
+            //! [ud_param]
+            return true;
+        },
+        RDMA_PS_UDP);
     info("RDMA CM: %s answered through %s port %u: QPN 0x%06x, Q_Key 0x%08x", p.cm.peer.c_str(),
          ibv_get_device_name(p.cm.id->verbs->device), p.cm.id->port_num, p.qp_num, p.qkey);
     return p;

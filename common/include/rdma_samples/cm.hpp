@@ -94,7 +94,7 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
  * to connect cannot be used again), made by cm_retry() and handed to the code that makes the calls.
  */
 struct CmTry {
-    CmConnection c;               ///< this try's channel and cm_id (RDMA_PS_TCP): the connection, if it succeeds
+    CmConnection c;               ///< this try's channel and cm_id: the connection, if it succeeds
     sockaddr *dst;                ///< the server's address (`-sa`, `-sat`, `-lp`)
     const Deadline &deadline;     ///< the whole connect's bound (`-t`)
     int timeout_s;                ///< `-t`, for messages
@@ -130,10 +130,11 @@ struct CmTry {
  * @param qp        our QP (cm_disconnect() moves it to ERR)
  * @param attempt   one try: true once connected (our QP at RTS, the RTU sent), false to try again
  *                  (after CmTry::event() came back empty)
+ * @param ps        the port space of each try's cm_id: RDMA_PS_TCP for RC, RDMA_PS_UDP for a UD lookup
  * @return the connection
  */
 CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
-                      const std::function<bool(CmTry &)> &attempt);
+                      const std::function<bool(CmTry &)> &attempt, rdma_port_space ps = RDMA_PS_TCP);
 
 /** @brief The hint for a failed rdma_resolve_addr(). @param err its errno @return the hint */
 std::string cm_addr_hint(int err);
