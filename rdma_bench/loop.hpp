@@ -89,17 +89,19 @@ struct Loop {
      * @param qps    the QPs, at RTS
      * @param peer   the peer's memory: the responder's export, or the requester's landing region
      * @param region the bytes of one slice
-     * @param source slice 0 of what we send, or of where a READ's or an atomic's answer lands
      * @param land   slice 0 of where the peer's data lands
+     * @param source what every QP sends (the requester's WRITE, SEND: the same bytes), or nullptr: each
+     *               QP's own landing slice (a READ's or an atomic's answer lands there; the responder
+     *               answers a ping with what arrived)
      * @param lkey   our memory region's lkey
      */
     void add_lanes(const std::vector<rdma_samples::QpPtr> &qps, const rdma_samples::ResourceDescriptor &peer,
-                   std::uint32_t region, char *source, char *land, std::uint32_t lkey)
+                   std::uint32_t region, char *land, char *source, std::uint32_t lkey)
     {
         for (std::size_t i = 0; i < qps.size(); ++i) {
             const std::size_t slice = std::size_t{region} * i;
             lanes.emplace_back(opt, qps[i].get(), operation_wr(opt.op, opt.cas, peer.addr + slice, peer.rkey),
-                               source + slice, land + slice, lkey);
+                               source != nullptr ? source : land + slice, land + slice, lkey);
         }
     }
     /** @brief Whether request number @p last has completed on every QP. @param last its number

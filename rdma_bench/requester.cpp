@@ -146,7 +146,7 @@ static void run(const Args &args, const Options &opt)
     std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), opt, landing_access); // (the QP grants the same)
     Completions completions(cq.get()); // the set-up's and the goodbye's waits (by wr_id); not the loops'
 
-    step(4, "%s", connect_text(args, opt, true).c_str());
+    step(4, "%s", requester_connect_text(args, opt).c_str());
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom, 255);
@@ -159,7 +159,7 @@ static void run(const Args &args, const Options &opt)
     // READ and atomics bring the responder's data to us: their scatter/gather list is the landing region.
     const bool fetches = opt.op == Op::read || opt.op == Op::atomic;
     Loop loop(opt, CompletionWaiter(cq.get(), channel.get(), opt.poll_batch, args.timeout_s, opt.yield));
-    loop.add_lanes(qps, peer, region, fetches ? landing : out, landing, mr->lkey);
+    loop.add_lanes(qps, peer, region, landing, fetches ? nullptr : out, mr->lkey);
     Lane &first = loop.lanes.front(); // (latency: the only one)
     if (opt.mode == Mode::lat && fetches)
         first.sq.cq_mod = 1; // a round trip is timed by its own completion: every one is signaled

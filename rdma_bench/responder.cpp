@@ -106,7 +106,7 @@ static void run(const Args &args, const Options &opt)
         post_receives(qps[i].get(), ahead, reinterpret_cast<std::uintptr_t>(buf.data() + std::size_t{region} * i),
                       max_size, mr->lkey);
 
-    step(5, "%s", connect_text(args, opt, false).c_str());
+    step(5, "%s", responder_connect_text(args).c_str());
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom, 255); // (requester.cpp)
     ResourceDescriptor exported = describe_export(mr.get(), IBV_ACCESS_LOCAL_WRITE | remote, ResourceKind::mmap,
                                                   static_cast<std::uint32_t>(slices));
@@ -114,7 +114,7 @@ static void run(const Args &args, const Options &opt)
     const ResourceDescriptor peer = landing_of(requester_desc.wait(completions, args.timeout_s), opt, slices);
 
     Loop loop(opt, CompletionWaiter(cq.get(), channel.get(), opt.poll_batch, args.timeout_s, opt.yield));
-    loop.add_lanes(qps, peer, region, buf.data(), buf.data(), mr->lkey);
+    loop.add_lanes(qps, peer, region, buf.data(), nullptr, mr->lkey); // (answers go from where pings land)
     for (Lane &lane : loop.lanes)
         lane.recvs_left = data_msgs + 1 - ahead;
     const bool ping_pong = opt.mode == Mode::lat && (opt.op == Op::write || two_sided);

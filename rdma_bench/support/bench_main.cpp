@@ -31,15 +31,18 @@ std::string qps_text(const Options &opt)
     return opt.qps == 1 ? std::string("a QP") : std::to_string(opt.qps) + " QPs on it";
 }
 
-std::string connect_text(const rdma_samples::Args &args, const Options &opt, bool requester)
+std::string requester_connect_text(const rdma_samples::Args &args, const Options &opt)
 {
     const bool many = opt.qps > 1;
-    if (requester && args.use_cm)
+    if (args.use_cm)
         return std::string("connect to the responder with RDMA CM") +
                (many ? " (a connection per QP, on ports -lp and up)" : "") + "; it SENDs its mmap descriptor";
-    if (requester)
-        return many ? "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS"
-                    : "exchange descriptors with the responder and move the QP to RTS";
+    return many ? "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS"
+                : "exchange descriptors with the responder and move the QP to RTS";
+}
+
+std::string responder_connect_text(const rdma_samples::Args &args)
+{
     if (args.use_cm)
         return "wait for the requester to connect with RDMA CM (a connection per QP, on ports -lp and up), then "
                "SEND it our mmap descriptor";

@@ -100,10 +100,11 @@ rdma_samples::Args args_for_qp(const rdma_samples::Args &args, std::uint32_t i, 
  *  @return "a QP", or e.g. "4 QPs on it" (-q 4: they share the CQ) */
 std::string qps_text(const Options &opt);
 
-/** @brief The connection step's line, with how the -q QPs connect. @param args the flags
- *  @param opt the knobs @param requester the requester's line, or the responder's
- *  @return e.g. "exchange descriptors with the responder and move the QP to RTS" */
-std::string connect_text(const rdma_samples::Args &args, const Options &opt, bool requester);
+/** @brief The requester's connection step, with how the -q QPs connect. @param args the flags
+ *  @param opt the knobs @return e.g. "exchange descriptors with the responder and move the QP to RTS" */
+std::string requester_connect_text(const rdma_samples::Args &args, const Options &opt);
+/** @brief The responder's connection step. @param args the flags @return e.g. "wait for the requester, ..." */
+std::string responder_connect_text(const rdma_samples::Args &args);
 
 /** @brief The measuring step's line: the operation, the counts and the knobs of the loop.
  *  @param opt the knobs @return e.g. "measure write bandwidth: 1000 iterations per size after ..." */
