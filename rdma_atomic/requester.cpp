@@ -31,7 +31,7 @@ struct Options {
     std::uint64_t add = 1;                      ///< --add
     std::optional<std::uint64_t> compare;       ///< --compare (default: what the fetch-add left, or 0)
     std::uint64_t swap = 100;                   ///< --swap
-    bool ignore_access = false;                 ///< --ignore-access: the demonstration below
+    bool ignore_access = false;                 ///< --ignore-access: post although the export refuses atomics
 };
 
 /** Post one atomic on the counter and poll until it completes; return the old value it fetched. */
@@ -62,6 +62,9 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, Completions &comp
     const char *what = fadd ? "the fetch-and-add" : "the compare-and-swap";
     completions.wait(1, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, args.timeout_s, what);
     //! [post_atomic]
+    if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC)) // (--ignore-access: the responder's device must refuse it)
+        throw Error(std::string(what) + " succeeded although the responder granted no remote atomic",
+                    "the responder's memory region must not include IBV_ACCESS_REMOTE_ATOMIC");
     //! [byte_order]
     // Byte order: compare_add and swap are given in our host order, and the old value comes back in
     // our host order too; on the wire the devices carry all three big-endian (network order). The
@@ -75,19 +78,6 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, Completions &comp
     info("the old value as stored in our buffer, byte by byte: %02x %02x %02x %02x %02x %02x %02x %02x = 0x%016llx",
          b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], static_cast<unsigned long long>(old));
     return old;
-}
-
-/** --ignore-access: post the fetch-and-add although the export grants no remote atomic. The responder's
- *  QP allows atomics but its memory region does not: its device refuses (IBV_WC_REM_ACCESS_ERR). */
-static void ignore_access(const Args &args, const Options &opt, ibv_qp *qp, Completions &completions, const ibv_mr *mr,
-                          const ResourceDescriptor &counter)
-{
-    info("(demonstration) the export grants %s, no remote atomic: posting anyway",
-         access_to_string(counter.access).c_str());
-    step(6, "post an atomic fetch-and-add of %llu", static_cast<unsigned long long>(opt.add));
-    post_atomic(args, qp, completions, mr, counter, IBV_WR_ATOMIC_FETCH_AND_ADD, opt.add, 0);
-    throw Error("the fetch-and-add succeeded although the responder granted no remote atomic",
-                "the responder's memory region must not include IBV_ACCESS_REMOTE_ATOMIC");
 }
 
 static void run(const Args &args, const Options &opt)
@@ -137,16 +127,14 @@ static void run(const Args &args, const Options &opt)
     if (counter.addr % sizeof(std::uint64_t) != 0)
         throw Error(std::string("remote address ") + addr + " is not 8-byte aligned; nothing was posted",
                     "atomics work on a naturally aligned 64-bit word; the responder must export an aligned counter");
-    if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC)) {
-        if (opt.ignore_access) {
-            ignore_access(args, opt, qp.get(), completions, mr.get(), counter); // post it anyway
-            return;
-        }
+    if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC) && !opt.ignore_access)
         throw Error("the responder's memory does not grant remote atomic (access " + access_to_string(counter.access) +
                         ")",
                     "the responder must register its counter with IBV_ACCESS_REMOTE_ATOMIC");
-    }
     //! [checks]
+    if (!(counter.access & IBV_ACCESS_REMOTE_ATOMIC)) // --ignore-access: the steps below post it anyway
+        info("(demonstration) the export grants %s, no remote atomic: posting anyway",
+             access_to_string(counter.access).c_str());
 
     std::optional<std::uint64_t> now; // the counter's value after our last operation
     int next_step = 6;                // --op picks one operation or both: the steps stay consecutive

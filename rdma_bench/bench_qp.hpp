@@ -1,6 +1,7 @@
 /**
  * @file bench_qp.hpp
- * @brief The queue pair of rdma_bench: its depth, selective signaling and inline size are knobs.
+ * @brief The queue pair of rdma_bench (its depth, selective signaling and inline size are knobs), the
+ * work request of --op it carries, and the receives posted on it. Both sides use these.
  *
  * rdma_write/requester.cpp explains every field of ibv_qp_init_attr; here only three change, and they
  * are the ones that matter for speed.
@@ -9,21 +10,24 @@
 
 #include "support/options.hpp"
 
-#include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
-#include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/doca.hpp>
+#include <rdma_samples/log.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/verbs.hpp>
 
+#include <arpa/inet.h>
+
 #include <cerrno>
+#include <cstdint>
 #include <string>
 #include <vector>
 
 namespace rdma_bench {
 
 namespace detail {
-inline ibv_qp *try_create_qp(ibv_pd *pd, ibv_cq *cq, const Options &o, std::uint32_t inline_size)
+inline ibv_qp *try_create_qp(ibv_pd *pd, ibv_cq *cq, const Options &opt, std::uint32_t inline_size)
 {
     //! [create_qp]
     ibv_qp_init_attr init{};
@@ -36,8 +40,8 @@ inline ibv_qp *try_create_qp(ibv_pd *pd, ibv_cq *cq, const Options &o, std::uint
     init.sq_sig_all = 0;
     // Queue depth: how many send work requests may be outstanding at once (--tx-depth). One at a time,
     // the wire idles while each request's acknowledgement travels back; a deep queue keeps it busy.
-    init.cap.max_send_wr = o.tx_depth;
-    init.cap.max_recv_wr = o.rx_depth + 2; // + the descriptor and the goodbye
+    init.cap.max_send_wr = opt.tx_depth;
+    init.cap.max_recv_wr = opt.rx_depth + 2; // + the descriptor and the goodbye
     init.cap.max_send_sge = 1;
     init.cap.max_recv_sge = 1;
     // Inline data: a send of at most max_inline_data bytes may carry IBV_SEND_INLINE; the CPU then
@@ -54,25 +58,25 @@ inline ibv_qp *try_create_qp(ibv_pd *pd, ibv_cq *cq, const Options &o, std::uint
  * @brief ibv_create_qp() with the knobs; a --inline-size above the device's limit is a KnobError that
  * names the limit (found by trying smaller sizes).
  * @param pd,cq the protection domain and the completion queue for both directions
- * @param o     the knobs
+ * @param opt   the knobs
  * @return the QP, in RESET
  */
-inline rdma_samples::QpPtr create_bench_qp(ibv_pd *pd, ibv_cq *cq, const Options &o)
+inline rdma_samples::QpPtr create_bench_qp(ibv_pd *pd, ibv_cq *cq, const Options &opt)
 {
-    const auto want = static_cast<std::uint32_t>(o.inline_size);
-    if (ibv_qp *qp = detail::try_create_qp(pd, cq, o, want))
+    const auto want = static_cast<std::uint32_t>(opt.inline_size);
+    if (ibv_qp *qp = detail::try_create_qp(pd, cq, opt, want))
         return rdma_samples::QpPtr(qp);
     const int err = errno;
     std::uint32_t lo = 0, hi = want; // lo works (if anything does), hi does not
     if (want == 0)
-        rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(o.tx_depth) + ")", err);
-    if (ibv_qp *qp = detail::try_create_qp(pd, cq, o, 0))
+        rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(opt.tx_depth) + ")", err);
+    if (ibv_qp *qp = detail::try_create_qp(pd, cq, opt, 0))
         ibv_destroy_qp(qp);
     else
-        rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(o.tx_depth) + ")", err);
+        rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(opt.tx_depth) + ")", err);
     while (hi - lo > 1) {
         const std::uint32_t mid = lo + (hi - lo) / 2;
-        if (ibv_qp *qp = detail::try_create_qp(pd, cq, o, mid)) {
+        if (ibv_qp *qp = detail::try_create_qp(pd, cq, opt, mid)) {
             ibv_destroy_qp(qp);
             lo = mid;
         } else {
@@ -85,62 +89,108 @@ inline rdma_samples::QpPtr create_bench_qp(ibv_pd *pd, ibv_cq *cq, const Options
 }
 
 /**
- * @brief The -q queue pairs, all on one CQ, moved to INIT: create_bench_qp() -q times. More than the
+ * @brief The -q queue pairs, all on one CQ, moved to INIT (each QPN printed): create_bench_qp() -q times. More than the
  * device's max_qp is a KnobError that names the limit.
  * @param dev           the device (its max_qp)
  * @param pd,cq         the protection domain and the completion queue they all share
- * @param o             the knobs
+ * @param opt           the knobs
  * @param remote_access what the peer may do in our memory (qp_to_init())
  * @return the QPs, in INIT
  */
 inline std::vector<rdma_samples::QpPtr> create_bench_qps(const rdma_samples::Device &dev, ibv_pd *pd, ibv_cq *cq,
-                                                         const Options &o, int remote_access)
+                                                         const Options &opt, int remote_access)
 {
-    if (o.qps > static_cast<std::uint32_t>(dev.device_attr.max_qp))
-        throw KnobError("--qps " + std::to_string(o.qps) + ": more than the " + std::to_string(dev.device_attr.max_qp) +
-                            " queue pairs device " + dev.name + " allows (max_qp)",
+    if (opt.qps > static_cast<std::uint32_t>(dev.device_attr.max_qp))
+        throw KnobError("--qps " + std::to_string(opt.qps) + ": more than the " +
+                            std::to_string(dev.device_attr.max_qp) + " queue pairs device " + dev.name +
+                            " allows (max_qp)",
                         "give -q " + std::to_string(dev.device_attr.max_qp) + " or less");
     std::vector<rdma_samples::QpPtr> qps;
-    for (std::uint32_t i = 0; i < o.qps; ++i) {
-        qps.push_back(create_bench_qp(pd, cq, o));
+    for (std::uint32_t i = 0; i < opt.qps; ++i) {
+        qps.push_back(create_bench_qp(pd, cq, opt));
         rdma_samples::qp_to_init(qps.back().get(), dev, remote_access);
+        rdma_samples::info("QPN 0x%06x, state INIT", qps.back()->qp_num);
     }
     return qps;
 }
 
-/** @brief The QPs of step 3, as the output names them. @param o the knobs
- *  @return "a QP", or e.g. "4 QPs on it" (-q 4: they share the CQ) */
-inline std::string qps_text(const Options &o)
+/** @brief Entries of the one CQ: every completion that can be outstanding, on every QP (sends, the
+ *  receives posted ahead, the descriptor's and the goodbye's). @param opt the knobs @return them */
+inline int cq_depth(const Options &opt)
 {
-    return o.qps == 1 ? std::string("a QP") : std::to_string(o.qps) + " QPs on it";
+    return static_cast<int>(opt.qps * (opt.tx_depth + opt.rx_depth + 4));
 }
 
+/** @brief The immediate value every WRITE with immediate carries, in both directions: DOCA's. */
+using rdma_samples::doca::immediate;
+
 /**
- * @brief The flags of QP @p i's exchange. With -q 1 they are the ones given; with more, each QP
- * exchanges its own connection descriptors through numbered files (`<-ld>-0000`, `<-re>-0001`, ...),
- * as rdma_multi_conn's connections do, and with `-cm` QP i connects on port `-lp` + i: a listener of
- * its own, so no QP's connection request can reach the listener of another (the server would have to
- * reject it). The resource descriptor (-m) is QP 0's alone.
- * @param args the flags given
- * @param i    the QP's index
- * @param qps  how many QPs (-q)
- * @return the flags for QP @p i
- * @throws KnobError when `-lp` + i is beyond the last port, 65535
+ * @brief The work request of @p op toward the peer's memory, filled once: the loops change only wr_id,
+ * send_flags and next. The responder answers a ping-pong with the same operation.
+ * @param op          the operation (--op)
+ * @param cas         with Op::atomic: compare-and-swap instead of fetch-and-add (--atomic cas)
+ * @param remote_addr where it goes: in the responder's exported buffer, or the requester's landing region
+ * @param rkey        that memory's remote key
+ * @return the work request, without its scatter/gather list
  */
-inline rdma_samples::Args args_for_qp(const rdma_samples::Args &args, std::uint32_t i, std::uint32_t qps)
+inline ibv_send_wr operation_wr(Op op, bool cas, std::uint64_t remote_addr, std::uint32_t rkey)
 {
-    rdma_samples::Args one = args;
-    if (qps == 1)
-        return one;
-    one.local_descriptor_path = rdma_samples::numbered_path(args.local_descriptor_path, static_cast<int>(i));
-    one.remote_descriptor_path = rdma_samples::numbered_path(args.remote_descriptor_path, static_cast<int>(i));
-    const std::uint32_t port = args.listen_port + i;
-    if (args.use_cm && port > 65535)
-        throw KnobError("-lp " + std::to_string(args.listen_port) + " with -q " + std::to_string(qps) + ": QP " +
-                            std::to_string(i) + " would listen on port " + std::to_string(port) + ", beyond 65535",
-                        "give -lp " + std::to_string(65536 - qps) + " or less on both sides");
-    one.listen_port = static_cast<std::uint16_t>(port);
-    return one;
+    ibv_send_wr wr{};
+    wr.wr.rdma.remote_addr = remote_addr;
+    wr.wr.rdma.rkey = rkey;
+    switch (op) {
+    case Op::write: wr.opcode = IBV_WR_RDMA_WRITE; break;
+    case Op::write_imm:
+        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+        wr.imm_data = htonl(immediate);
+        break;
+    case Op::send: wr.opcode = IBV_WR_SEND; break;
+    case Op::read: wr.opcode = IBV_WR_RDMA_READ; break;
+    case Op::atomic:
+        wr.opcode = cas ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
+        wr.wr.atomic.remote_addr = remote_addr; // (a union with wr.rdma: set after it)
+        wr.wr.atomic.rkey = rkey;
+        wr.wr.atomic.compare_add = 1; // the add; for a compare-and-swap, post_chain() sets both values
+        break;
+    }
+    return wr;
+}
+
+/** @brief The opcode of the completion of the knobs' work request. @param opt the knobs @return it */
+inline ibv_wc_opcode sent_opcode(const Options &opt)
+{
+    switch (opt.op) {
+    case Op::read: return IBV_WC_RDMA_READ;
+    case Op::send: return IBV_WC_SEND;
+    case Op::atomic: return opt.cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD;
+    default: return IBV_WC_RDMA_WRITE; // WRITE and WRITE with immediate
+    }
+}
+
+/** @brief The wr_id of every receive of the measurement: never a send's running number (SendQueue). */
+inline constexpr std::uint64_t recv_wr_id = UINT64_MAX;
+
+/**
+ * @brief Post @p count receives for messages of up to @p len bytes at @p addr, chained, with one call.
+ * @param qp the QP @param count how many @param addr,len,lkey where the messages land (all in one place)
+ */
+inline void post_receives(ibv_qp *qp, std::uint32_t count, std::uint64_t addr, std::uint32_t len, std::uint32_t lkey)
+{
+    if (count == 0)
+        return;
+    ibv_sge sge{addr, len, lkey};
+    ibv_recv_wr one{};
+    std::vector<ibv_recv_wr> many(count > 1 ? count : 0); // (the common case, one receive, needs no malloc)
+    ibv_recv_wr *wr = count > 1 ? many.data() : &one;
+    for (std::uint32_t i = 0; i < count; ++i) {
+        wr[i].wr_id = recv_wr_id;
+        wr[i].sg_list = &sge;
+        wr[i].num_sge = 1;
+        wr[i].next = i + 1 < count ? &wr[i + 1] : nullptr;
+    }
+    ibv_recv_wr *bad = nullptr;
+    if (const int rc = ibv_post_recv(qp, wr, &bad); rc != 0) // no std::string per post on the fast path
+        rdma_samples::check_rc(rc, "ibv_post_recv(" + std::to_string(count) + " receives)");
 }
 
 } // namespace rdma_bench

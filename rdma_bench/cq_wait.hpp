@@ -61,10 +61,10 @@ public:
             //! [batch_poll]
             // Batch polling: one call takes up to wc_.size() completions. Each ibv_poll_cq() locks the
             // CQ and reads its ring; taking 16 at once pays that once for 16 work requests.
-            int n = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
+            int taken = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
             //! [batch_poll]
-            if (n > 0)
-                return n;
+            if (taken > 0)
+                return taken;
             if (channel_ == nullptr) {
                 //! [busy_poll]
                 // Busy polling: ask again at once. The answer comes as soon as it exists, at the price of
@@ -89,9 +89,9 @@ public:
             // once more AFTER arming; only if that is empty too is sleeping safe.
             if (const int rc = ibv_req_notify_cq(cq_, 0); rc != 0) // the message only on failure
                 rdma_samples::check_rc(rc, "ibv_req_notify_cq");
-            n = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
-            if (n > 0)
-                return n; // (the armed event fires later; the next wait consumes it)
+            taken = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
+            if (taken > 0)
+                return taken; // (the armed event fires later; the next wait consumes it)
             if (!deadline)
                 deadline.emplace(timeout_s_);
             pollfd pfd{channel_->fd, POLLIN, 0};
@@ -166,42 +166,16 @@ struct SendQueue {
 };
 //! [send_queue]
 
-/** @brief The wr_id of every receive of the measurement: never a send's running number (SendQueue). */
-inline constexpr std::uint64_t recv_wr_id = UINT64_MAX;
-
 /**
- * @brief Post @p n receives for messages of up to @p len bytes at @p addr, chained, with one call.
- * @param qp the QP @param n how many @param addr,len,lkey where the messages land (all in one place)
- */
-inline void post_receives(ibv_qp *qp, std::uint32_t n, std::uint64_t addr, std::uint32_t len, std::uint32_t lkey)
-{
-    if (n == 0)
-        return;
-    ibv_sge sge{addr, len, lkey};
-    ibv_recv_wr one{};
-    std::vector<ibv_recv_wr> many(n > 1 ? n : 0); // (the common case, one receive, needs no malloc)
-    ibv_recv_wr *wr = n > 1 ? many.data() : &one;
-    for (std::uint32_t i = 0; i < n; ++i) {
-        wr[i].wr_id = recv_wr_id;
-        wr[i].sg_list = &sge;
-        wr[i].num_sge = 1;
-        wr[i].next = i + 1 < n ? &wr[i + 1] : nullptr;
-    }
-    ibv_recv_wr *bad = nullptr;
-    if (const int rc = ibv_post_recv(qp, wr, &bad); rc != 0) // no std::string per post on the fast path
-        rdma_samples::check_rc(rc, "ibv_post_recv(" + std::to_string(n) + " receives)");
-}
-
-/**
- * @brief Busy-wait until the byte at @p p holds @p tag: how a WRITE ping-pong notices the peer's
+ * @brief Busy-wait until the byte at @p byte holds @p tag: how a WRITE ping-pong notices the peer's
  * WRITE, which gives this side no completion. Bounded by @p timeout_s.
- * @param p the last byte of the message @param tag the value it will hold @param timeout_s -t
+ * @param byte the last byte of the message @param tag the value it will hold @param timeout_s -t
  * @param yield yield the CPU every 1024 spins (false: --no-yield)
  */
-inline void wait_for_byte(const volatile char *p, char tag, int timeout_s, bool yield)
+inline void wait_for_byte(const volatile char *byte, char tag, int timeout_s, bool yield)
 {
     std::optional<rdma_samples::Deadline> deadline; // (as CompletionWaiter: the clock only after 1024 spins)
-    for (std::uint64_t spins = 1; *p != tag; ++spins)
+    for (std::uint64_t spins = 1; *byte != tag; ++spins)
         if (spins % 1024 == 0) {
             if (!deadline)
                 deadline.emplace(timeout_s);

@@ -1,20 +1,20 @@
 /**
  * @file loop.hpp
- * @brief What the measuring loops of both sides share: the state they touch, the work request of
- * --op, posting a chain of them, and taking completions in batches. The chapter quotes post_chain and
- * the replacing of receives.
+ * @brief What the measuring loops of both sides share: the state they touch, posting a chain of work
+ * requests, and taking completions in batches. The chapter quotes post_chain and the replacing of
+ * receives.
  *
  * The requester's loops (requester.cpp) post the operation; the responder's (responder.cpp) answer a
  * ping-pong with the same operation and take the requester's messages. Both post and poll the same way.
  */
 #pragma once
 
+#include "bench_qp.hpp"
 #include "cq_wait.hpp"
 #include "support/options.hpp"
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor.hpp>
-#include <rdma_samples/doca.hpp>
 #include <rdma_samples/text.hpp>
 
 #include <arpa/inet.h>
@@ -26,57 +26,11 @@
 
 namespace rdma_bench {
 
-/** @brief The immediate value every WRITE with immediate carries, in both directions: DOCA's. */
-using rdma_samples::doca::immediate;
-
-/** @brief The byte the @p n-th ping of a WRITE ping-pong ends with: never 0, never the previous one.
- *  @param n the ping's number @return the byte */
-inline char ping_tag(std::uint64_t n)
+/** @brief The byte ping number @p ping of a WRITE ping-pong ends with: never 0, never the previous one.
+ *  @param ping the ping's number @return the byte */
+inline char ping_tag(std::uint64_t ping)
 {
-    return static_cast<char>(n % 250 + 1);
-}
-
-/**
- * @brief The work request of @p op toward the peer's memory, filled once: the loops change only wr_id,
- * send_flags and next. The responder answers a ping-pong with the same operation.
- * @param op          the operation (--op)
- * @param cas         with Op::atomic: compare-and-swap instead of fetch-and-add (--atomic cas)
- * @param remote_addr where it goes: in the responder's exported buffer, or the requester's landing region
- * @param rkey        that memory's remote key
- * @return the work request, without its scatter/gather list
- */
-inline ibv_send_wr operation_wr(Op op, bool cas, std::uint64_t remote_addr, std::uint32_t rkey)
-{
-    ibv_send_wr wr{};
-    wr.wr.rdma.remote_addr = remote_addr;
-    wr.wr.rdma.rkey = rkey;
-    switch (op) {
-    case Op::write: wr.opcode = IBV_WR_RDMA_WRITE; break;
-    case Op::write_imm:
-        wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-        wr.imm_data = htonl(immediate);
-        break;
-    case Op::send: wr.opcode = IBV_WR_SEND; break;
-    case Op::read: wr.opcode = IBV_WR_RDMA_READ; break;
-    case Op::atomic:
-        wr.opcode = cas ? IBV_WR_ATOMIC_CMP_AND_SWP : IBV_WR_ATOMIC_FETCH_AND_ADD;
-        wr.wr.atomic.remote_addr = remote_addr; // (a union with wr.rdma: set after it)
-        wr.wr.atomic.rkey = rkey;
-        wr.wr.atomic.compare_add = 1; // the add; for a compare-and-swap, post_chain() sets both values
-        break;
-    }
-    return wr;
-}
-
-/** @brief The opcode of the completion of the knobs' work request. @param o the knobs @return it */
-inline ibv_wc_opcode sent_opcode(const Options &o)
-{
-    switch (o.op) {
-    case Op::read: return IBV_WC_RDMA_READ;
-    case Op::send: return IBV_WC_SEND;
-    case Op::atomic: return o.cas ? IBV_WC_COMP_SWAP : IBV_WC_FETCH_ADD;
-    default: return IBV_WC_RDMA_WRITE; // WRITE and WRITE with immediate
-    }
+    return static_cast<char>(ping % 250 + 1);
 }
 
 /**
@@ -87,15 +41,15 @@ inline ibv_wc_opcode sent_opcode(const Options &o)
 struct Lane {
     /**
      * @param knobs  the knobs
-     * @param q      the QP, at RTS
+     * @param our_qp the QP, at RTS
      * @param op_wr  the operation toward this QP's slice of the peer's memory (operation_wr())
      * @param source what it sends (WRITE, SEND), or where its answer lands (READ, atomic)
      * @param land   where the peer's WRITEs and messages for this QP land
-     * @param key    our memory region's lkey
+     * @param lkey   our memory region's lkey
      */
-    Lane(const Options &knobs, ibv_qp *q, const ibv_send_wr &op_wr, char *source, char *land, std::uint32_t key)
-        : qp(q), sq{0, 0, knobs.tx_depth, knobs.cq_mod},
-          wr(op_wr), sge{reinterpret_cast<std::uintptr_t>(source), 0, key}, buf(source), landing(land)
+    Lane(const Options &knobs, ibv_qp *our_qp, const ibv_send_wr &op_wr, char *source, char *land, std::uint32_t lkey)
+        : qp(our_qp), sq{0, 0, knobs.tx_depth, knobs.cq_mod},
+          wr(op_wr), sge{reinterpret_cast<std::uintptr_t>(source), 0, lkey}, buf(source), landing(land)
     {
         wr.num_sge = 1; // (sg_list is set as each request is posted: a Lane may move in its vector)
     }
@@ -115,9 +69,9 @@ struct Lane {
 struct Loop {
     /**
      * @param knobs the knobs
-     * @param w     how to wait for the completions of every QP (they share the CQ)
+     * @param how   how to wait for the completions of every QP (they share the CQ)
      */
-    Loop(const Options &knobs, CompletionWaiter w) : opt(knobs), waiter(std::move(w)), chain(knobs.post_list) {}
+    Loop(const Options &knobs, CompletionWaiter how) : opt(knobs), waiter(std::move(how)), chain(knobs.post_list) {}
     Loop(const Loop &) = delete;
     Loop &operator=(const Loop &) = delete;
 
@@ -129,6 +83,32 @@ struct Loop {
                 return lane;
         throw rdma_samples::Error("a completion for QP " + rdma_samples::hex(wc.qp_num) + ", which is none of ours",
                                   "a bug: every QP on this CQ is a lane of the loop");
+    }
+    /**
+     * @brief One lane per QP: QP i on slice i, @p region bytes, of our memory and of the peer's.
+     * @param qps    the QPs, at RTS
+     * @param peer   the peer's memory: the responder's export, or the requester's landing region
+     * @param region the bytes of one slice
+     * @param land   slice 0 of where the peer's data lands
+     * @param source what every QP sends (the requester's WRITE, SEND: the same bytes), or nullptr: each
+     *               QP's own landing slice (a READ's or an atomic's answer lands there; the responder
+     *               answers a ping with what arrived)
+     * @param lkey   our memory region's lkey
+     */
+    void add_lanes(const std::vector<rdma_samples::QpPtr> &qps, const rdma_samples::ResourceDescriptor &peer,
+                   std::uint32_t region, char *land, char *source, std::uint32_t lkey)
+    {
+        for (std::size_t i = 0; i < qps.size(); ++i) {
+            const std::size_t slice = std::size_t{region} * i;
+            lanes.emplace_back(opt, qps[i].get(), operation_wr(opt.op, opt.cas, peer.addr + slice, peer.rkey),
+                               source != nullptr ? source : land + slice, land + slice, lkey);
+        }
+    }
+    /** @brief Whether request number @p last has completed on every QP. @param last its number
+     *  @return true when it has */
+    bool all_done(std::uint64_t last) const
+    {
+        return std::all_of(lanes.begin(), lanes.end(), [&](const Lane &lane) { return lane.sq.done > last; });
     }
     /** @brief Whether the requester's goodbye has arrived on every QP. @return true when it has */
     bool all_goodbyes() const
@@ -144,9 +124,9 @@ struct Loop {
 };
 
 //! [post_chain]
-// Post n work requests, linked through `next`, with ONE ibv_post_send(): one call, one doorbell (the
+// Post `count` work requests, linked through `next`, with ONE ibv_post_send(): one call, one doorbell (the
 // write that tells the device there is work) for the whole chain instead of one per request.
-inline void post_chain(Loop &loop, Lane &lane, std::uint32_t n, std::uint32_t size, std::uint64_t first,
+inline void post_chain(Loop &loop, Lane &lane, std::uint32_t count, std::uint32_t size, std::uint64_t first,
                        std::uint64_t last)
 {
     ibv_send_wr *wr = loop.chain.data(); // allocated once: no malloc on the fast path
@@ -154,27 +134,27 @@ inline void post_chain(Loop &loop, Lane &lane, std::uint32_t n, std::uint32_t si
     const bool can_inline = size <= loop.opt.inline_size && lane.wr.opcode != IBV_WR_RDMA_READ &&
                             lane.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
                             lane.wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP;
-    for (std::uint32_t k = 0; k < n; ++k) {
-        const std::uint64_t i = lane.sq.posted + k;
+    for (std::uint32_t k = 0; k < count; ++k) {
+        const std::uint64_t number = lane.sq.posted + k;
         wr[k] = lane.wr;
         wr[k].sg_list = &lane.sge;
-        wr[k].wr_id = i; // its running number on this QP: a completion for it frees every slot up to it
+        wr[k].wr_id = number; // its running number on this QP: a completion for it frees every slot up to it
         wr[k].send_flags =
-            (lane.sq.signaled(i, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
-        wr[k].next = k + 1 < n ? &wr[k + 1] : nullptr;
+            (lane.sq.signaled(number, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
+        wr[k].next = k + 1 < count ? &wr[k + 1] : nullptr;
         if (wr[k].opcode == IBV_WR_ATOMIC_CMP_AND_SWP) {
-            // The i-th compare-and-swap expects the counter at i and swaps in i + 1, so every one
+            // The compare-and-swap number N expects the counter at N and swaps in N + 1, so every one
             // succeeds and the counter ends as fetch-and-add's would (--verify checks it).
-            wr[k].wr.atomic.compare_add = i;
-            wr[k].wr.atomic.swap = i + 1;
+            wr[k].wr.atomic.compare_add = number;
+            wr[k].wr.atomic.swap = number + 1;
         }
     }
     ibv_send_wr *bad = nullptr;
     // Build the error's text only on an error: a std::string per post (malloc, to_string, free) cost
     // ~800 instructions per operation, more than librxe's whole post (callgrind; chapter 10).
     if (const int rc = ibv_post_send(lane.qp, wr, &bad); rc != 0)
-        rdma_samples::check_rc(rc, "ibv_post_send(" + std::to_string(n) + " work requests)");
-    lane.sq.posted += n;
+        rdma_samples::check_rc(rc, "ibv_post_send(" + std::to_string(count) + " work requests)");
+    lane.sq.posted += count;
 }
 //! [post_chain]
 
@@ -188,9 +168,9 @@ inline void post_chain(Loop &loop, Lane &lane, std::uint32_t n, std::uint32_t si
  */
 inline int take_completions(Loop &loop, const char *what)
 {
-    int got = 0;
-    const int n = loop.waiter.wait(what);
-    for (int i = 0; i < n; ++i) {
+    int messages = 0;
+    const int batch = loop.waiter.wait(what);
+    for (int i = 0; i < batch; ++i) {
         const ibv_wc &wc = loop.waiter.wc(i);
         // wr_id, status and qp_num are valid in every completion; the opcode only in a successful one.
         // Build a message only on failure: this is the fast path.
@@ -208,7 +188,7 @@ inline int take_completions(Loop &loop, const char *what)
             continue;
         }
         ++lane.received;
-        ++got;
+        ++messages;
         if (wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM && ntohl(wc.imm_data) != immediate)
             loop.bad_imm = true;
         //! [repost]
@@ -219,7 +199,7 @@ inline int take_completions(Loop &loop, const char *what)
         }
         //! [repost]
     }
-    return got;
+    return messages;
 }
 
 } // namespace rdma_bench

@@ -8,6 +8,7 @@
  * (loop.hpp, cq_wait.hpp). Run it beside perftest with `./lab bench`.
  */
 #include "bench_qp.hpp"
+#include "connect.hpp"
 #include "loop.hpp"
 #include "support/options.hpp"
 #include "support/stats.hpp"
@@ -20,11 +21,8 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
-#include <rdma_samples/run_sample.hpp>
-#include <rdma_samples/wait.hpp>
 
 #include <algorithm>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -44,17 +42,14 @@ void run_bw_phase(Loop &loop, std::uint32_t size, std::uint64_t count)
         return;
     // Every QP has posted (and completed) as many requests as the others: the phase's numbers are theirs all.
     const std::uint64_t first = loop.lanes.front().sq.posted, last = first + count - 1;
-    auto finished = [&] {
-        return std::all_of(loop.lanes.begin(), loop.lanes.end(), [&](const Lane &lane) { return lane.sq.done > last; });
-    };
-    while (!finished()) {
+    while (!loop.all_done(last)) {
         for (Lane &lane : loop.lanes)
             while (lane.sq.posted <= last) {
-                const auto n =
+                const auto chain =
                     static_cast<std::uint32_t>(std::min<std::uint64_t>(loop.opt.post_list, last + 1 - lane.sq.posted));
-                if (lane.sq.room() < n)
+                if (lane.sq.room() < chain)
                     break;
-                post_chain(loop, lane, n, size, first, last);
+                post_chain(loop, lane, chain, size, first, last);
             }
         take_completions(loop, "completions of our work requests");
     }
@@ -64,14 +59,13 @@ void run_bw_phase(Loop &loop, std::uint32_t size, std::uint64_t count)
 void measure_bw(Loop &loop, std::uint32_t size)
 {
     run_bw_phase(loop, size, static_cast<std::uint64_t>(loop.opt.warmup));
-    const CpuTime cpu0 = cpu_us();
-    const std::int64_t t0 = now_ns();
+    const Stopwatch clock;
     std::uint64_t operations = 0;
     do { // --duration: whole rounds of --iters until the time is up (perftest -D)
         run_bw_phase(loop, size, loop.opt.iters);
         operations += static_cast<std::uint64_t>(loop.opt.iters) * loop.lanes.size(); // -q: one row for all QPs
-    } while (now_ns() - t0 < static_cast<std::int64_t>(loop.opt.duration_s) * 1000000000);
-    print_bw_row(size, operations, now_ns() - t0, cpu_us() - cpu0, loop.opt.csv);
+    } while (clock.elapsed_ns() < static_cast<std::int64_t>(loop.opt.duration_s) * 1000000000);
+    print_bw_row(size, operations, clock.elapsed_ns(), clock.cpu(), loop.opt.csv);
 }
 
 //! [lat_loop]
@@ -80,47 +74,47 @@ void measure_bw(Loop &loop, std::uint32_t size)
 // are round trips by nature (reported whole, as ib_read_lat and ib_atomic_lat do).
 void measure_lat(Loop &loop, std::uint32_t size, std::uint64_t &tag)
 {
-    const bool ping_pong = loop.opt.op == Op::write || loop.opt.op == Op::write_imm || loop.opt.op == Op::send;
+    const Options &opt = loop.opt;
+    const bool ping_pong = opt.op == Op::write || opt.op == Op::write_imm || opt.op == Op::send;
     Lane &lane = loop.lanes.front(); // (one QP: --mode lat refuses -q)
-    const std::uint64_t first = lane.sq.posted, last = first + loop.opt.per_size() - 1;
-    std::vector<double> ns;
-    CpuTime cpu0 = cpu_us();
-    for (std::uint64_t k = 0; k < loop.opt.per_size(); ++k, ++tag) {
-        if (k == static_cast<std::uint64_t>(loop.opt.warmup))
-            cpu0 = cpu_us();
-        const char t = ping_tag(tag);
+    const std::uint64_t first = lane.sq.posted, last = first + opt.per_size() - 1;
+    std::vector<double> latencies_ns;
+    Stopwatch clock; // restarted after the warm-up: the CPU time of the timed operations
+    for (std::uint64_t k = 0; k < opt.per_size(); ++k, ++tag) {
+        if (k == static_cast<std::uint64_t>(opt.warmup))
+            clock.restart();
+        const char ping = ping_tag(tag);
         while (lane.sq.room() == 0)
             take_completions(loop, "a send slot to free up");
-        const std::int64_t t0 = now_ns();
-        if (loop.opt.op == Op::write)
-            lane.buf[size - 1] = t; // the responder watches this byte; it answers by writing ours
+        const std::int64_t start_ns = now_ns();
+        if (opt.op == Op::write)
+            lane.buf[size - 1] = ping; // the responder watches this byte; it answers by writing ours
         post_chain(loop, lane, 1, size, first, last);
-        if (loop.opt.op == Op::write)
-            wait_for_byte(lane.landing + size - 1, t, loop.waiter.timeout_s(), loop.waiter.yields());
+        if (opt.op == Op::write)
+            wait_for_byte(lane.landing + size - 1, ping, loop.waiter.timeout_s(), loop.waiter.yields());
         else if (ping_pong)
             while (take_completions(loop, "the responder's answer") == 0) {
             }
         else
             while (lane.sq.done < lane.sq.posted)
                 take_completions(loop, "the round trip's completion");
-        const std::int64_t t1 = now_ns();
-        if (k >= static_cast<std::uint64_t>(loop.opt.warmup))
-            ns.push_back(static_cast<double>(t1 - t0) / (ping_pong ? 2 : 1));
+        if (k >= static_cast<std::uint64_t>(opt.warmup))
+            latencies_ns.push_back(static_cast<double>(now_ns() - start_ns) / (ping_pong ? 2 : 1));
     }
-    const CpuTime cpu = cpu_us() - cpu0;
+    const CpuTime cpu = clock.cpu();
     while (lane.sq.done < lane.sq.posted)
         take_completions(loop, "the last completions");
-    if (loop.opt.op == Op::write)
+    if (opt.op == Op::write)
         lane.buf[size - 1] = pattern(size - 1);
-    print_lat_row(size, ns, cpu, loop.opt.csv);
+    print_lat_row(size, latencies_ns, cpu, opt.csv);
 }
 //! [lat_loop]
 
 } // namespace
 
-static void run(const Args &args, const Options &o)
+static void run(const Args &args, const Options &opt)
 {
-    const auto sizes = o.sizes();
+    const auto sizes = opt.sizes();
     const std::uint32_t region = std::max<std::uint32_t>(sizes.back(), 8);
 
     step(1, "open an RDMA device and allocate a protection domain");
@@ -130,104 +124,63 @@ static void run(const Args &args, const Options &o)
          gid_to_string(dev.gid).c_str());
 
     // -q N: each QP has a slice of `region` bytes of its own on each side, so --verify can check each.
-    const std::size_t slices = static_cast<std::size_t>(region) * o.qps;
+    const std::size_t slices = static_cast<std::size_t>(region) * opt.qps;
     step(2, "register two regions: %u bytes we send, and %zu where the responder's data lands (%u per QP)", region,
          slices, region);
     Buffer buf(region + slices);
     char *out = buf.data(), *landing = buf.data() + region;
-    for (std::uint32_t i = 0; i < region; ++i)
-        out[i] = pattern(i);
+    fill_pattern(out, region, region);
     // Least privilege: remote write on the landing region only when the responder writes into it, the
     // answers of a WRITE (or WRITE with immediate) ping-pong. A READ's or an atomic's response and a
     // received SEND are written there by our own device: local write is enough.
-    const int landing_access = o.answers_by_write() ? IBV_ACCESS_REMOTE_WRITE : 0;
+    const int landing_access = opt.answers_by_write() ? IBV_ACCESS_REMOTE_WRITE : 0;
     MrPtr mr(
         check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | landing_access), "ibv_reg_mr"));
 
     step(3, "create a completion queue%s and %s: depth %u, signal every %u, inline up to %lld bytes",
-         o.events ? " with a completion channel" : "", qps_text(o).c_str(), o.tx_depth, o.cq_mod,
-         static_cast<long long>(o.inline_size));
-    CompChannelPtr channel(o.events ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel")
-                                    : nullptr);
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.qps * (o.tx_depth + o.rx_depth + 4)), nullptr,
-                                 channel.get(), 0),
-                   "ibv_create_cq"));
-    std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), o, landing_access); // (the QP grants the same)
-    // the set-up's and the goodbye's poll loops (by wr_id); the measuring loops poll themselves
-    Completions completions(cq.get());
-    for (const QpPtr &qp : qps)
-        info("QPN 0x%06x, state INIT", qp->qp_num);
+         opt.events ? " with a completion channel" : "", qps_text(opt).c_str(), opt.tx_depth, opt.cq_mod,
+         static_cast<long long>(opt.inline_size));
+    CompChannelPtr channel(opt.events ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel")
+                                      : nullptr);
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_depth(opt), nullptr, channel.get(), 0), "ibv_create_cq"));
+    std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), opt, landing_access); // (the QP grants the same)
+    Completions completions(cq.get()); // the set-up's and the goodbye's waits (by wr_id); not the loops'
 
-    if (o.qps == 1)
-        step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
-                            : "exchange descriptors with the responder and move the QP to RTS");
-    else
-        step(
-            4,
-            args.use_cm
-                ? "connect to the responder with RDMA CM (a connection per QP, on ports -lp and up); it SENDs its mmap descriptor"
-                : "exchange descriptors with the responder (a pair per QP) and move the QPs to RTS");
+    step(4, "%s", requester_connect_text(args, opt).c_str());
     // READs and atomics in flight (perftest's -o): as many as the device allows, not the 16 of the
     // earlier lessons; with fewer, a deep --tx-depth of READs waits on this limit instead.
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom, 255);
-    std::vector<Exchange> exchanges;
-    for (std::uint32_t i = 0; i < o.qps; ++i) // the responder exports its memory once, to QP 0
-        exchanges.push_back(connect_to_responder(args_for_qp(args, i, o.qps), dev, pd.get(), qps[i].get(), completions,
-                                                 "the responder (rdma_bench_responder)", rd_atomic,
-                                                 i == 0 ? std::optional(ResourceKind::mmap) : std::nullopt));
+    std::vector<Exchange> exchanges = connect_qps(args, opt, dev, pd.get(), qps, completions, rd_atomic, slices);
     const ResourceDescriptor &peer = exchanges.front().resource;
-    if (peer.length < slices)
-        throw Error("the responder exports " + std::to_string(peer.length) + " bytes, less than the " +
-                        std::to_string(slices) + " we would move",
-                    "start both sides with the same --size/--all and -q");
-    // The responder answers a ping-pong by writing into our landing region: tell it where, with a SEND
-    // of our own descriptor (it posted the receive before we connected).
-    const ResourceDescriptor ours{.kind = ResourceKind::mmap,
-                                  .nonce = new_nonce(),
-                                  .peer_nonce = {},
-                                  .addr = reinterpret_cast<std::uintptr_t>(landing),
-                                  .length = static_cast<std::uint32_t>(slices),
-                                  .rkey = mr->rkey,
-                                  .access = IBV_ACCESS_LOCAL_WRITE | landing_access};
-    send_descriptor(pd.get(), qps.front().get(), completions, format_descriptor(ours), args.timeout_s);
-    info("responder exports addr 0x%llx, length %u, rkey 0x%x; we sent ours in-band",
-         static_cast<unsigned long long>(peer.addr), peer.length, peer.rkey);
+    // The responder answers a ping-pong by writing into our landing region: tell it where.
+    send_landing(pd.get(), qps.front().get(), completions, mr.get(), landing, slices,
+                 IBV_ACCESS_LOCAL_WRITE | landing_access, args.timeout_s);
 
     // READ and atomics bring the responder's data to us: their scatter/gather list is the landing region.
-    const bool fetches = o.op == Op::read || o.op == Op::atomic;
-    Loop loop(o, CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield));
-    for (std::uint32_t i = 0; i < o.qps; ++i) {
-        const std::size_t slice = static_cast<std::size_t>(region) * i; // QP i's place on both sides
-        loop.lanes.emplace_back(o, qps[i].get(), operation_wr(o.op, o.cas, peer.addr + slice, peer.rkey),
-                                fetches ? landing + slice : out, landing + slice, mr->lkey);
-    }
+    const bool fetches = opt.op == Op::read || opt.op == Op::atomic;
+    Loop loop(opt, CompletionWaiter(cq.get(), channel.get(), opt.poll_batch, args.timeout_s, opt.yield));
+    loop.add_lanes(qps, peer, region, landing, fetches ? nullptr : out, mr->lkey);
     Lane &first = loop.lanes.front(); // (latency: the only one)
-    if (o.mode == Mode::lat && fetches)
+    if (opt.mode == Mode::lat && fetches)
         first.sq.cq_mod = 1; // a round trip is timed by its own completion: every one is signaled
-    if (o.mode == Mode::lat && (o.op == Op::send || o.op == Op::write_imm)) {
+    if (opt.mode == Mode::lat && (opt.op == Op::send || opt.op == Op::write_imm)) {
         // The responder answers each ping with a message: prepost receives for the answers.
-        const std::uint64_t pongs = o.per_size() * sizes.size();
-        const auto n = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.rx_depth, pongs));
-        post_receives(first.qp, n, reinterpret_cast<std::uintptr_t>(landing), max_size, mr->lkey);
-        first.recvs_left = pongs - n;
+        const std::uint64_t pongs = opt.per_size() * sizes.size();
+        const auto ahead = static_cast<std::uint32_t>(std::min<std::uint64_t>(opt.rx_depth, pongs));
+        post_receives(first.qp, ahead, reinterpret_cast<std::uintptr_t>(landing), max_size, mr->lkey);
+        first.recvs_left = pongs - ahead;
     }
 
-    step(5, "measure %s %s: %u iterations per size%s after %lld warm-up, %s polling, batches of %u, chains of %u",
-         op_name(o.op), o.mode == Mode::bw ? "bandwidth" : "latency", o.iters,
-         o.qps > 1 ? (" on each of " + std::to_string(o.qps) + " QPs").c_str() : "", static_cast<long long>(o.warmup),
-         o.events ? "event" : "busy", o.poll_batch, o.post_list);
-    if (o.mode == Mode::bw)
-        print_bw_header(o.csv);
-    else
-        print_lat_header(o.csv);
+    step(5, "%s", measure_text(opt).c_str());
+    print_header(opt);
     std::uint64_t tag = 0;
     for (std::uint32_t size : sizes)
-        if (o.mode == Mode::bw)
+        if (opt.mode == Mode::bw)
             measure_bw(loop, size);
         else
             measure_lat(loop, size, tag);
 
-    if (o.verify) {
+    if (opt.verify) {
         step(6, "verify the data");
         verify_requester(loop);
     }
@@ -245,16 +198,9 @@ static void run(const Args &args, const Options &o)
 
 int main(int argc, char **argv)
 {
-    ProgramSpec spec{.name = "rdma_bench_requester",
-                     .role = "requester",
-                     .summary =
-                         "rdma_bench, requester side: measure an operation's bandwidth or latency, as perftest does.",
-                     .rdma_cm = true};
-    Options opt;
-    add_bench_flags(spec, opt);
-    return run_sample(spec, argc, argv, [&](const Args &args) {
-        finish(opt); // defaults that depend on other knobs, and knobs that contradict each other (exit 2)
-        args_for_qp(args, opt.qps - 1, opt.qps); // (-cm -q N: the last QP's port exists, or exit 2 now)
-        run(args, opt);
-    });
+    return bench_main({.name = "rdma_bench_requester",
+                       .role = "requester",
+                       .summary = "rdma_bench, requester side: measure an operation's bandwidth or latency, as "
+                                  "perftest does."},
+                      argc, argv, run);
 }

@@ -8,6 +8,7 @@
  * Start it with the same --op, --mode, --size/--all, --iters and --warmup as the requester.
  */
 #include "bench_qp.hpp"
+#include "connect.hpp"
 #include "loop.hpp"
 #include "support/options.hpp"
 #include "support/stats.hpp"
@@ -20,7 +21,6 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
-#include <rdma_samples/run_sample.hpp>
 
 #include <algorithm>
 #include <string>
@@ -55,11 +55,11 @@ void answer_pings(Loop &loop)
 
 } // namespace
 
-static void run(const Args &args, const Options &o)
+static void run(const Args &args, const Options &opt)
 {
-    const auto sizes = o.sizes();
+    const auto sizes = opt.sizes();
     const std::uint32_t region = std::max<std::uint32_t>(sizes.back(), 8);
-    const bool two_sided = o.op == Op::send || o.op == Op::write_imm;
+    const bool two_sided = opt.op == Op::send || opt.op == Op::write_imm;
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -68,87 +68,61 @@ static void run(const Args &args, const Options &o)
          gid_to_string(dev.gid).c_str());
 
     // Exactly what the operation needs from the requester, as in the earlier lessons.
-    const int remote = o.op == Op::read     ? IBV_ACCESS_REMOTE_READ
-                       : o.op == Op::atomic ? IBV_ACCESS_REMOTE_ATOMIC
-                       : o.op == Op::send   ? 0
-                                            : IBV_ACCESS_REMOTE_WRITE;
+    const int remote = opt.op == Op::read     ? IBV_ACCESS_REMOTE_READ
+                       : opt.op == Op::atomic ? IBV_ACCESS_REMOTE_ATOMIC
+                       : opt.op == Op::send   ? 0
+                                              : IBV_ACCESS_REMOTE_WRITE;
     // -q N: each QP has a slice of `region` bytes of its own, so --verify can check each.
-    const std::size_t slices = static_cast<std::size_t>(region) * o.qps;
+    const std::size_t slices = static_cast<std::size_t>(region) * opt.qps;
     step(2, "register a %zu-byte buffer, %u bytes per QP (local write + %s)", slices, region,
          access_to_string(remote).c_str());
     Buffer buf(slices);
-    if (o.op == Op::read)
-        for (std::size_t i = 0; i < slices; ++i)
-            buf.data()[i] = pattern(static_cast<std::uint32_t>(i % region)); // what the requester will read
+    if (opt.op == Op::read)
+        fill_pattern(buf.data(), slices, region); // what the requester will read
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | remote), "ibv_reg_mr"));
 
     step(3, "create a completion queue%s and %s: depth %u, inline up to %lld bytes",
-         o.events ? " with a completion channel" : "", qps_text(o).c_str(), o.tx_depth,
-         static_cast<long long>(o.inline_size));
-    const bool passive = o.op == Op::write || o.op == Op::read || o.op == Op::atomic
-                             ? o.mode == Mode::bw || o.op != Op::write
+         opt.events ? " with a completion channel" : "", qps_text(opt).c_str(), opt.tx_depth,
+         static_cast<long long>(opt.inline_size));
+    const bool passive = opt.op == Op::write || opt.op == Op::read || opt.op == Op::atomic
+                             ? opt.mode == Mode::bw || opt.op != Op::write
                              : false; // one-sided and no ping-pong: our CPU has nothing to do
     CompChannelPtr channel(
-        o.events || passive ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), static_cast<int>(o.qps * (o.tx_depth + o.rx_depth + 4)), nullptr,
-                                 channel.get(), 0),
-                   "ibv_create_cq"));
-    std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), o, remote);
+        opt.events || passive ? check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel") : nullptr);
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_depth(opt), nullptr, channel.get(), 0), "ibv_create_cq"));
+    std::vector<QpPtr> qps = create_bench_qps(dev, pd.get(), cq.get(), opt, remote);
     Completions completions(cq.get()); // the set-up's waits (by wr_id); the measuring loops poll themselves
-    for (const QpPtr &qp : qps)
-        info("QPN 0x%06x, state INIT", qp->qp_num);
 
     // Receives first, in the order the messages come: the requester's descriptor (on QP 0), then the
     // data (SEND, WRITE with immediate) and the goodbye, or only the goodbye. One receive queue is
     // consumed in order, so the goodbye (a zero-length SEND, chapter 2) takes the receive after the last
     // message of its QP. Each QP's receives point into its own slice.
-    const std::uint64_t data_msgs = two_sided ? o.per_size() * sizes.size() : 0; // per QP
-    const auto ahead = static_cast<std::uint32_t>(std::min<std::uint64_t>(o.rx_depth, data_msgs + 1));
+    const std::uint64_t data_msgs = two_sided ? opt.per_size() * sizes.size() : 0; // per QP
+    const auto ahead = static_cast<std::uint32_t>(std::min<std::uint64_t>(opt.rx_depth, data_msgs + 1));
     step(4, "post receives ahead: the requester's descriptor, then %u per QP for %s", ahead,
          two_sided ? "its messages and the goodbye" : "the goodbye");
     DescriptorReceive requester_desc(pd.get(), qps.front().get());
-    for (std::uint32_t i = 0; i < o.qps; ++i)
+    for (std::uint32_t i = 0; i < opt.qps; ++i)
         post_receives(qps[i].get(), ahead, reinterpret_cast<std::uintptr_t>(buf.data() + std::size_t{region} * i),
                       max_size, mr->lkey);
 
-    step(
-        5,
-        args.use_cm
-            ? "wait for the requester to connect with RDMA CM (a connection per QP, on ports -lp and up), then SEND it our mmap descriptor"
-            : "wait for the requester, move the QPs to RTR and RTS, export the buffer");
+    step(5, "%s", responder_connect_text(args).c_str());
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom, 255); // (requester.cpp)
     ResourceDescriptor exported = describe_export(mr.get(), IBV_ACCESS_LOCAL_WRITE | remote, ResourceKind::mmap,
                                                   static_cast<std::uint32_t>(slices));
-    std::vector<Exchange> exchanges;
-    for (std::uint32_t i = 0; i < o.qps; ++i) // the buffer is exported once, to QP 0
-        exchanges.push_back(accept_requester(args_for_qp(args, i, o.qps), dev, pd.get(), qps[i].get(), completions,
-                                             "the requester (rdma_bench_requester)", rd_atomic,
-                                             i == 0 ? &exported : nullptr));
-    const ResourceDescriptor peer = parse_resource_descriptor(requester_desc.wait(completions, args.timeout_s),
-                                                              "the requester's SEND", ResourceKind::mmap);
-    info("requester's landing region: addr 0x%llx, length %u, rkey 0x%x", static_cast<unsigned long long>(peer.addr),
-         peer.length, peer.rkey);
-    // A WRITE ping-pong answers into that region: only inside what the requester exported, and only if
-    // it granted remote write (the requester checks our export the same way).
-    if (o.answers_by_write() && (peer.length < slices || !(peer.access & IBV_ACCESS_REMOTE_WRITE)))
-        throw Error("the requester's landing region (" + std::to_string(peer.length) + " bytes, " +
-                        access_to_string(peer.access) + ") cannot take our " + std::to_string(slices) +
-                        "-byte answers by remote write",
-                    "start both sides with the same --op, --mode, --size/--all and -q");
+    std::vector<Exchange> exchanges = accept_qps(args, opt, dev, pd.get(), qps, completions, rd_atomic, exported);
+    const ResourceDescriptor peer = landing_of(requester_desc.wait(completions, args.timeout_s), opt, slices);
 
-    Loop loop(o, CompletionWaiter(cq.get(), channel.get(), o.poll_batch, args.timeout_s, o.yield));
-    for (std::uint32_t i = 0; i < o.qps; ++i) {
-        const std::size_t slice = static_cast<std::size_t>(region) * i; // QP i's place on both sides
-        loop.lanes.emplace_back(o, qps[i].get(), operation_wr(o.op, o.cas, peer.addr + slice, peer.rkey),
-                                buf.data() + slice, buf.data() + slice, mr->lkey);
-        loop.lanes.back().recvs_left = data_msgs + 1 - ahead;
-    }
-    const bool ping_pong = o.mode == Mode::lat && (o.op == Op::write || two_sided);
+    Loop loop(opt, CompletionWaiter(cq.get(), channel.get(), opt.poll_batch, args.timeout_s, opt.yield));
+    loop.add_lanes(qps, peer, region, buf.data(), nullptr, mr->lkey); // (answers go from where pings land)
+    for (Lane &lane : loop.lanes)
+        lane.recvs_left = data_msgs + 1 - ahead;
+    const bool ping_pong = opt.mode == Mode::lat && (opt.op == Op::write || two_sided);
     const std::string what =
         ping_pong ? "answer every ping in kind, then wait for the goodbye"
         : two_sided
             ? "take the requester's messages, replacing each receive, until the goodbye on each QP"
-            : std::string("wait for the goodbye on each QP; the ") + op_name(o.op) + " itself gives us no completion";
+            : std::string("wait for the goodbye on each QP; the ") + op_name(opt.op) + " itself gives us no completion";
     step(6, "%s", what.c_str());
     if (ping_pong)
         answer_pings(loop);
@@ -173,7 +147,7 @@ static void run(const Args &args, const Options &o)
         received += lane.received;
     result("Responder served %llu messages", static_cast<unsigned long long>(received));
 
-    if (o.verify) {
+    if (opt.verify) {
         step(7, "verify what arrived in our memory");
         verify_responder(loop, data_msgs);
     }
@@ -188,15 +162,8 @@ static void run(const Args &args, const Options &o)
 
 int main(int argc, char **argv)
 {
-    ProgramSpec spec{.name = "rdma_bench_responder",
-                     .role = "responder",
-                     .summary = "rdma_bench, responder side: export memory and answer the requester's measurement.",
-                     .rdma_cm = true};
-    Options opt;
-    add_bench_flags(spec, opt);
-    return run_sample(spec, argc, argv, [&](const Args &args) {
-        finish(opt); // defaults that depend on other knobs, and knobs that contradict each other (exit 2)
-        args_for_qp(args, opt.qps - 1, opt.qps); // (-cm -q N: the last QP's port exists, or exit 2 now)
-        run(args, opt);
-    });
+    return bench_main({.name = "rdma_bench_responder",
+                       .role = "responder",
+                       .summary = "rdma_bench, responder side: export memory and answer the requester's measurement."},
+                      argc, argv, run);
 }

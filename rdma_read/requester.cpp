@@ -25,38 +25,8 @@ using namespace rdma_samples;
 /** This program's own flags; the common ones are in Args. */
 struct Options {
     std::uint32_t length = 0; ///< --length: bytes to read; 0 = the whole exported range
-    bool try_write = false;   ///< --try-write: the demonstration below instead of the READ
+    bool try_write = false;   ///< --try-write: a WRITE instead of the READ, which the responder refuses
 };
-
-/**
- * --try-write: post an RDMA WRITE through the rkey of memory that grants only remote read. The
- * responder's device refuses it, and the completion says so. Which status is device-dependent: a
- * device that checks the QP's access flags first NAKs an invalid request (IBV_WC_REM_INV_REQ_ERR:
- * Soft-RoCE, qib); one that checks the memory region first says IBV_WC_REM_ACCESS_ERR (chapter 3).
- */
-static void try_write(const Args &args, ibv_qp *qp, Completions &completions, ibv_sge sge,
-                      const ResourceDescriptor &remote)
-{
-    info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway",
-         access_to_string(remote.access).c_str());
-    step(6, "post an RDMA WRITE (demonstration) of %u bytes at remote addr 0x%llx, rkey 0x%x", sge.length,
-         static_cast<unsigned long long>(remote.addr), remote.rkey);
-    ibv_send_wr wr{};
-    wr.wr_id = 1;
-    wr.opcode = IBV_WR_RDMA_WRITE;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.wr.rdma.remote_addr = remote.addr;
-    wr.wr.rdma.rkey = remote.rkey;
-    ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
-
-    step(7, "poll the completion queue until the WRITE completes");
-    completions.wait(1, IBV_WC_RDMA_WRITE, args.timeout_s, "the RDMA WRITE into memory that grants only remote read");
-    throw Error("the RDMA WRITE succeeded although the responder granted only remote read",
-                "the responder's memory region must not include IBV_ACCESS_REMOTE_WRITE");
-}
 
 static void run(const Args &args, const Options &opt)
 {
@@ -107,32 +77,44 @@ static void run(const Args &args, const Options &opt)
     sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // where the bytes land, here
     sge.length = len;
     sge.lkey = mr->lkey;
-    if (opt.try_write) {
-        try_write(args, qp.get(), completions, sge, remote);
-        return;
-    }
-    if (!(remote.access & IBV_ACCESS_REMOTE_READ))
+    // --try-write, the demonstration: post an RDMA WRITE through the same rkey instead, skipping our own
+    // permission check, and let the responder's device refuse it. It granted remote read only; which
+    // status says so is device-dependent: a device that checks the QP's access flags first NAKs an
+    // invalid request (IBV_WC_REM_INV_REQ_ERR: Soft-RoCE, qib); one that checks the memory region first
+    // says IBV_WC_REM_ACCESS_ERR (chapter 3).
+    if (opt.try_write)
+        info("(demonstration) the export grants %s, no remote write: posting a WRITE anyway",
+             access_to_string(remote.access).c_str());
+    else if (!(remote.access & IBV_ACCESS_REMOTE_READ))
         throw Error("the responder's memory does not grant remote read (access " + access_to_string(remote.access) +
                         ")",
                     "the responder must register its buffer with IBV_ACCESS_REMOTE_READ");
+    const char *op = opt.try_write ? "WRITE" : "READ";
+    const ibv_wr_opcode opcode = opt.try_write ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
 
-    step(6, "post an RDMA READ of %u bytes at remote addr 0x%llx, rkey 0x%x", len,
-         static_cast<unsigned long long>(remote.addr), remote.rkey);
+    step(6, "post an RDMA %s of %u bytes at remote addr 0x%llx, rkey 0x%x",
+         opt.try_write ? "WRITE (demonstration)" : "READ", len, static_cast<unsigned long long>(remote.addr),
+         remote.rkey);
     //! [post_read]
     ibv_send_wr wr{};
     wr.wr_id = 1;
-    wr.opcode = IBV_WR_RDMA_READ; // pull remote bytes into our buffer (sge)
+    wr.opcode = opcode; // IBV_WR_RDMA_READ: pull remote bytes into our buffer (sge)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     wr.wr.rdma.remote_addr = remote.addr; // where they come from, there
     wr.wr.rdma.rkey = remote.rkey;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_READ)");
+    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr),
+             opt.try_write ? "ibv_post_send(RDMA_WRITE)" : "ibv_post_send(RDMA_READ)");
     //! [post_read]
 
-    step(7, "poll the completion queue until the READ completes");
-    completions.wait(1, IBV_WC_RDMA_READ, args.timeout_s, "the RDMA READ");
+    step(7, "poll the completion queue until the %s completes", op);
+    completions.wait(1, opt.try_write ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, args.timeout_s,
+                     opt.try_write ? "the RDMA WRITE into memory that grants only remote read" : "the RDMA READ");
+    if (opt.try_write) // the responder's device should have refused it
+        throw Error("the RDMA WRITE succeeded although the responder granted only remote read",
+                    "the responder's memory region must not include IBV_ACCESS_REMOTE_WRITE");
     const std::size_t n = strnlen(buf.data(), len);
     result("Read from responder: \"%.*s\"", static_cast<int>(n), buf.data());
 

@@ -1,6 +1,7 @@
 /**
  * @file options.hpp
- * @brief rdma_bench's own flags (the knobs), their defaults and their checks, and the life of main().
+ * @brief rdma_bench's own flags (the knobs), their defaults and their checks, the flags of each QP (-q),
+ * the steps' wording, and the life of main().
  *
  * Both sides of the pair take the same flags, as perftest's server and client do: the responder needs
  * the operation, the measurement, the sizes and the counts to serve the requester. Names follow
@@ -71,13 +72,53 @@ const char *op_name(Op op);
 using KnobError = rdma_samples::UsageError;
 
 /**
- * @brief Add the knobs to @p spec as --flags that fill @p o.
+ * @brief Add the knobs to @p spec as --flags that fill @p opt.
  * @param spec the program's flags
- * @param o    filled in as the flags are parsed; must outlive the parse
+ * @param opt  filled in as the flags are parsed; must outlive the parse
  */
-void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &o);
+void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &opt);
 
-/** @brief Fill in the defaults and check the knobs against each other. @throws KnobError */
-void finish(Options &o);
+/** @brief Fill in the defaults and check the knobs against each other. @param opt the knobs
+ *  @throws KnobError */
+void finish(Options &opt);
+
+/**
+ * @brief The flags of QP @p i's exchange. With -q 1 they are the ones given; with more, each QP
+ * exchanges its own connection descriptors through numbered files (`<-ld>-0000`, `<-re>-0001`, ...),
+ * as rdma_multi_conn's connections do, and with `-cm` QP i connects on port `-lp` + i: a listener of
+ * its own, so no QP's connection request can reach the listener of another (the server would have to
+ * reject it). The resource descriptor (-m) is QP 0's alone.
+ * @param args the flags given
+ * @param i    the QP's index
+ * @param qps  how many QPs (-q)
+ * @return the flags for QP @p i
+ * @throws KnobError when `-lp` + i is beyond the last port, 65535
+ */
+rdma_samples::Args args_for_qp(const rdma_samples::Args &args, std::uint32_t i, std::uint32_t qps);
+
+/** @brief The QPs of step 3, as the output names them. @param opt the knobs
+ *  @return "a QP", or e.g. "4 QPs on it" (-q 4: they share the CQ) */
+std::string qps_text(const Options &opt);
+
+/** @brief The requester's connection step, with how the -q QPs connect. @param args the flags
+ *  @param opt the knobs @return e.g. "exchange descriptors with the responder and move the QP to RTS" */
+std::string requester_connect_text(const rdma_samples::Args &args, const Options &opt);
+/** @brief The responder's connection step. @param args the flags @return e.g. "wait for the requester, ..." */
+std::string responder_connect_text(const rdma_samples::Args &args);
+
+/** @brief The measuring step's line: the operation, the counts and the knobs of the loop.
+ *  @param opt the knobs @return e.g. "measure write bandwidth: 1000 iterations per size after ..." */
+std::string measure_text(const Options &opt);
+
+/**
+ * @brief The life of both sides' main(): parse the common flags and the knobs, fill in the defaults and
+ * check them (a usage error, exit status 2, before any device is opened), then run the lesson.
+ * @param spec the program's name, role and summary
+ * @param argc,argv the command line
+ * @param run  the lesson
+ * @return the exit status
+ */
+int bench_main(rdma_samples::ProgramSpec spec, int argc, char **argv,
+               void (*run)(const rdma_samples::Args &, const Options &));
 
 } // namespace rdma_bench

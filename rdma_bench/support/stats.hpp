@@ -7,6 +7,8 @@
  */
 #pragma once
 
+#include "options.hpp"
+
 #include <rdma_samples/log.hpp>
 
 #include <sys/resource.h>
@@ -43,6 +45,18 @@ inline CpuTime cpu_us()
     return {us(ru.ru_utime), us(ru.ru_stime)};
 }
 
+/** @brief Wall and CPU time since it was started (or restarted): what one table row reports. */
+struct Stopwatch {
+    std::int64_t start_ns = now_ns(); ///< the wall clock at the start
+    CpuTime start_cpu = cpu_us();     ///< the CPU time at the start
+    /** @brief Start again, now. */
+    void restart() { *this = Stopwatch{}; }
+    /** @brief Wall time since the start. @return nanoseconds */
+    std::int64_t elapsed_ns() const { return now_ns() - start_ns; }
+    /** @brief CPU time since the start. @return user and system time apart */
+    CpuTime cpu() const { return cpu_us() - start_cpu; }
+};
+
 /** @brief Header of the bandwidth table. @param csv comma-separated (--output csv) instead of aligned */
 inline void print_bw_header(bool csv)
 {
@@ -59,13 +73,14 @@ inline void print_bw_header(bool csv)
  */
 inline void print_bw_row(std::uint32_t size, std::uint64_t iters, std::int64_t ns, CpuTime cpu, bool csv)
 {
-    const double s = static_cast<double>(ns) / 1e9;
-    const double n = static_cast<double>(iters);
-    const double bytes = static_cast<double>(size) * n;
+    const double seconds = static_cast<double>(ns) / 1e9;
+    const double operations = static_cast<double>(iters);
+    const double bytes = static_cast<double>(size) * operations;
     // MB/s is perftest's MiB/s (2^20 bytes); Gb/s is perftest's --report_gbits (10^9 bits).
     rdma_samples::result(csv ? "%u,%llu,%.2f,%.4f,%.6f,%.3f,%.3f" : "%10u %11llu %11.2f %11.4f %11.6f %11.3f %11.3f",
-                         size, static_cast<unsigned long long>(iters), bytes / s / (1024.0 * 1024.0),
-                         bytes * 8 / s / 1e9, n / s / 1e6, cpu.user / n, cpu.sys / n);
+                         size, static_cast<unsigned long long>(iters), bytes / seconds / (1024.0 * 1024.0),
+                         bytes * 8 / seconds / 1e9, operations / seconds / 1e6, cpu.user / operations,
+                         cpu.sys / operations);
 }
 
 /** @brief Header of the latency table. @param csv comma-separated (--output csv) instead of aligned */
@@ -90,17 +105,34 @@ inline void print_lat_row(std::uint32_t size, std::vector<double> &ns, CpuTime c
         std::size_t rank = static_cast<std::size_t>(q * static_cast<double>(ns.size()) + 0.999999);
         return ns[std::min(ns.size() - 1, rank == 0 ? 0 : rank - 1)] / 1000.0;
     };
-    const auto n = static_cast<double>(ns.size());
+    const auto operations = static_cast<double>(ns.size());
     rdma_samples::result(csv ? "%u,%zu,%.2f,%.2f,%.2f,%.2f,%.2f,%.3f,%.3f"
                              : "%10u %11zu %9.2f %9.2f %9.2f %9.2f %9.2f %11.3f %11.3f",
                          size, ns.size(), ns.front() / 1000.0, pct(0.5), pct(0.99), pct(0.999), ns.back() / 1000.0,
-                         cpu.user / n, cpu.sys / n);
+                         cpu.user / operations, cpu.sys / operations);
+}
+
+/** @brief Header of the table --mode asks for. @param opt the knobs (--mode, --output) */
+inline void print_header(const Options &opt)
+{
+    if (opt.mode == Mode::bw)
+        print_bw_header(opt.csv);
+    else
+        print_lat_header(opt.csv);
 }
 
 /** @brief The byte a verified buffer holds at offset @p i. @param i offset @return the byte */
 inline char pattern(std::size_t i)
 {
     return static_cast<char>((i * 7 + 3) & 0xff);
+}
+
+/** @brief Fill a buffer with pattern(), starting again every @p period bytes (a slice per QP).
+ *  @param data,length the buffer @param period the bytes of one slice */
+inline void fill_pattern(char *data, std::size_t length, std::size_t period)
+{
+    for (std::size_t i = 0; i < length; ++i)
+        data[i] = pattern(i % period);
 }
 
 } // namespace rdma_bench

@@ -26,30 +26,31 @@ namespace rdma_bench {
  */
 inline void verify_requester(const Loop &loop)
 {
-    const Options &o = loop.opt;
-    const std::uint32_t last_size = o.sizes().back();
-    const bool echo = o.mode == Mode::lat && (o.op == Op::write || o.op == Op::write_imm || o.op == Op::send);
-    const std::uint32_t n = o.op == Op::read ? last_size : echo ? last_size - 1 : 0;
+    const Options &opt = loop.opt;
+    const std::uint32_t last_size = opt.sizes().back();
+    const bool echo = opt.mode == Mode::lat && (opt.op == Op::write || opt.op == Op::write_imm || opt.op == Op::send);
+    const std::uint32_t checked = opt.op == Op::read ? last_size : echo ? last_size - 1 : 0; // bytes
     for (std::size_t q = 0; q < loop.lanes.size(); ++q) {
         const char *landing = loop.lanes[q].landing;
         const std::string on_qp = loop.lanes.size() > 1 ? " on QP " + std::to_string(q) : "";
         std::uint64_t fetched = 0;
         std::memcpy(&fetched, landing, sizeof fetched);
-        if (o.op == Op::atomic && fetched != o.per_size() - 1)
-            throw rdma_samples::Error(std::string("the last ") + (o.cas ? "compare-and-swap" : "fetch-and-add") +
+        if (opt.op == Op::atomic && fetched != opt.per_size() - 1)
+            throw rdma_samples::Error(std::string("the last ") + (opt.cas ? "compare-and-swap" : "fetch-and-add") +
                                           on_qp + " returned " + std::to_string(fetched) + ", expected " +
-                                          std::to_string(o.per_size() - 1),
+                                          std::to_string(opt.per_size() - 1),
                                       "another requester may share the responder's counter");
-        for (std::uint32_t i = 0; i < n; ++i)
+        for (std::uint32_t i = 0; i < checked; ++i)
             if (landing[i] != pattern(i))
                 throw rdma_samples::Error("byte " + std::to_string(i) + " of what came back" + on_qp +
                                               " differs from what was sent",
                                           "the data was damaged or overwritten in flight");
     }
-    rdma_samples::result("Verified: %s", o.op == Op::atomic ? o.cas ? "the counter went up by one per compare-and-swap"
+    rdma_samples::result("Verified: %s", opt.op == Op::atomic ? opt.cas
+                                                                    ? "the counter went up by one per compare-and-swap"
                                                                     : "the counter went up by one per fetch-and-add"
-                                         : n > 0            ? "the bytes that came back are the ones expected"
-                                                            : "the responder checks what arrived");
+                                         : checked > 0        ? "the bytes that came back are the ones expected"
+                                                              : "the responder checks what arrived");
 }
 
 /**
@@ -60,15 +61,15 @@ inline void verify_requester(const Loop &loop)
  */
 inline void verify_responder(const Loop &loop, std::uint64_t expected)
 {
-    const Options &o = loop.opt;
+    const Options &opt = loop.opt;
     // (the last: a ping's tag)
-    const std::uint32_t n = o.op == Op::atomic || o.op == Op::read ? 0 : o.sizes().back() - 1;
+    const std::uint32_t checked = opt.op == Op::atomic || opt.op == Op::read ? 0 : opt.sizes().back() - 1;
     for (std::size_t q = 0; q < loop.lanes.size(); ++q) {
         const Lane &lane = loop.lanes[q];
         std::uint64_t counter = 0;
         std::memcpy(&counter, lane.landing, sizeof counter);
-        bool ok = o.op != Op::atomic || counter == o.per_size();
-        for (std::uint32_t i = 0; ok && i < n; ++i)
+        bool ok = opt.op != Op::atomic || counter == opt.per_size();
+        for (std::uint32_t i = 0; ok && i < checked; ++i)
             ok = lane.landing[i] == pattern(i);
         if (!ok || loop.bad_imm || lane.received != expected)
             throw rdma_samples::Error(
@@ -77,9 +78,9 @@ inline void verify_responder(const Loop &loop, std::uint64_t expected)
                     std::to_string(expected) + ", counter " + std::to_string(counter) + ")",
                 "both sides must run with the same --op, --mode, --size/--all, --iters, --warmup and -q");
     }
-    rdma_samples::result("Verified: %s", o.op != Op::atomic ? "every byte is as sent"
-                                         : o.cas            ? "the counter holds one per compare-and-swap"
-                                                            : "the counter holds one per fetch-and-add");
+    rdma_samples::result("Verified: %s", opt.op != Op::atomic ? "every byte is as sent"
+                                         : opt.cas            ? "the counter holds one per compare-and-swap"
+                                                              : "the counter holds one per fetch-and-add");
 }
 
 } // namespace rdma_bench
