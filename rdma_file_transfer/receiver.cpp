@@ -5,60 +5,37 @@
  * sends with "done", keep the file only if it matches, answer the ID with a key.
  *
  * The receiver listens (RDMA CM), and sleeps on a completion channel instead of spinning (events.hpp).
- * Everything the sender sends is checked before it is used: every message's magic, version, type and
- * text, every chunk's slot and length, the order of the steps. Memory is the ring (--slots x --chunk)
- * and one chunk more, whatever the file's size. See sender.cpp for the other side.
+ * Everything the sender sends is checked before it is used (peer_checks.hpp): every message's magic,
+ * version, type and text, every chunk's slot and length, the order of the steps. Memory is the ring
+ * (--slots x --chunk) and one chunk more, whatever the file's size. See sender.cpp for the other side.
  */
-#include "events.hpp"
+#include "connection.hpp"
+#include "peer_checks.hpp"
 #include "support/files.hpp"
 #include "support/options.hpp"
-#include "protocol.hpp"
 
-#include <rdma_samples/args.hpp>
-#include <rdma_samples/check.hpp>
-#include <rdma_samples/cm.hpp>
-#include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/run_sample.hpp>
-#include <rdma_samples/wait.hpp>
 
 using namespace rdma_samples;
 using namespace file_transfer;
 
 namespace {
 
-/** The next thing the sender sent, in order (a message, a chunk); our SENDs' completions are checked
- *  on the way. */
-ibv_wc next_arrival(Events &e, int &sends, const std::string &what)
+/** The sender's next message (not a chunk, not a SEND with immediate), of @p type; anything else is
+ *  refused: the sender hears why. */
+ControlMessage next_message(Link &link, MessageType type, const std::string &what)
 {
-    for (;;) {
-        const ibv_wc wc = next_completion(e, what);
-        if (wc.wr_id == send_wr_id) { // our SEND (a message or a credit) was acknowledged
-            check_wc(wc, IBV_WC_SEND, "our SEND");
-            --sends;
-            continue;
-        }
-        if (wc.status != IBV_WC_SUCCESS) // (a receive's opcode is known only once it succeeded)
-            check_wc(wc, IBV_WC_RECV, "a receive");
-        return wc;
+    try {
+        const ibv_wc wc = link.next(what);
+        check_is_message(wc, what);
+        const ControlMessage m = read_message(link.msgs[0], wc.byte_len, "the sender");
+        expect_type(m, type, "the sender", what);
+        return m;
+    } catch (const Error &e) {
+        link.refuse(e);
     }
-}
-
-/** The sender's next message (not a chunk, not a SEND with immediate), of @p type. */
-ControlMessage next_message(Events &e, int &sends, const ControlMessage *recv_buf, MessageType type,
-                            const std::string &what)
-{
-    const ibv_wc wc = next_arrival(e, sends, what);
-    if (wc.opcode != IBV_WC_RECV || (wc.wc_flags & IBV_WC_WITH_IMM))
-        throw Error("the sender sent " +
-                        std::string(wc.opcode == IBV_WC_RECV_RDMA_WITH_IMM ? "a WRITE with immediate"
-                                                                           : "a SEND with immediate") +
-                        " while we waited for " + what,
-                    "the sender does not follow the protocol");
-    const ControlMessage m = read_message(*recv_buf, wc.byte_len, "the sender");
-    expect_type(m, type, "the sender", what);
-    return m;
 }
 
 void run(const Args &args, const ReceiverOptions &opt)
@@ -70,7 +47,6 @@ void run(const Args &args, const ReceiverOptions &opt)
     ibv_device_attr attr{};
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
     check_ring_fits(attr, dev.name, opt.slots, opt.chunk); // max_mr_size, max_qp_wr, max_cqe
-    const std::uint64_t ring_size = std::uint64_t{opt.slots} * opt.chunk;
     const std::map<std::string, std::string> keys = opt.keys_file.empty() ? decltype(keys){} : load_keys(opt.keys_file);
     CmConnection listener = cm_listen(args.listen_port); // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
     info("listening on port %u; waiting up to %d s for the sender", args.listen_port, args.timeout_s);
@@ -81,8 +57,8 @@ void run(const Args &args, const ReceiverOptions &opt)
     PdPtr pd;
     CompChannelPtr channel;
     CqPtr cq;
-    Buffer ring(ring_size), messages(2 * sizeof(ControlMessage)); // messages: [0] receives, [1] sends
-    auto *recv_buf = reinterpret_cast<ControlMessage *>(messages.data());
+    Buffer ring(std::uint64_t{opt.slots} * opt.chunk), messages(2 * sizeof(ControlMessage)); // [0] receives, [1] sends
+    auto *msgs = reinterpret_cast<ControlMessage *>(messages.data());
     MrPtr ring_mr, msg_mr;
     CmQp qp;
     //! [accept]
@@ -116,58 +92,31 @@ void run(const Args &args, const ReceiverOptions &opt)
             "ibv_reg_mr_iova(ring)"));
         msg_mr.reset(
             check(ibv_reg_mr(pd.get(), messages.data(), messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
-        ibv_qp_init_attr init{};
-        init.send_cq = cq.get();
-        init.recv_cq = cq.get();
-        init.qp_type = IBV_QPT_RC;
-        init.cap = {.max_send_wr = send_depth,
-                    .max_recv_wr = recv_depth,
-                    .max_send_sge = 1,
-                    .max_recv_sge = 1,
-                    .max_inline_data = 0};
+        ibv_qp_init_attr init = qp_init_attr(cq.get(), send_depth, recv_depth);
         check_rc(rdma_create_qp(id.get(), pd.get(), &init), "rdma_create_qp");
         qp.reset(id.get());
-        post_receives(id->qp, recv_depth, recv_buf, msg_mr->lkey); // before the sender can SEND
+        post_receives(id->qp, recv_depth, msgs, msg_mr->lkey); // before the sender can SEND
         rdma_conn_param param = cm_conn_param(id->qp);
         check_rc(rdma_accept(id.get(), &param), "rdma_accept"); // librdmacm moves our QP to RTR and RTS
     }
     //! [accept]
     info("connected to %s", addr_to_string(rdma_get_peer_addr(id.get())).c_str());
-    Events events{cq.get(),    channel.get(), listener.channel.get(), args.timeout_s, Deadline(opt.deadline_s),
-                  "the sender"};
-    int sends = 0; // our SENDs not yet completed
-    auto send = [&](const ControlMessage &m) {
-        post_send(id->qp, recv_buf + 1, msg_mr->lkey, m);
-        ++sends;
-    };
-    auto deliver = [&] { // until our SENDs are acknowledged, or the sender, which has read them, disconnects
-        try {
-            while (sends > 0)
-                next_arrival(events, sends, "our last SEND to be delivered");
-        } catch (const Error &) {
-        }
-    };
-    auto refuse = [&](const Error &e) { // tell the sender why we stop, then stop with that reason
-        try {
-            send(make_message(MessageType::refusal, std::string(e.what()) + "\n" + e.hint()));
-            deliver();
-        } catch (const Error &) { // (a QP already broken: the sender learns it from its own side)
-        }
-        throw e;
-    };
+    Link link{{cq.get(), channel.get(), listener.channel.get(), args.timeout_s, Deadline(opt.deadline_s), "the sender"},
+              id->qp,
+              msgs,
+              msg_mr->lkey};
 
     step(3, "receive the offer, check the name and the destination, SEND the ring");
-    ControlMessage offer{};
+    const ControlMessage offer = next_message(link, MessageType::offer, "the sender's offer");
     std::string dest;
     std::optional<PartFile> file;
     try {
-        offer = next_message(events, sends, recv_buf, MessageType::offer, "the sender's offer");
         dest = destination(opt.out, offer.text); // -o DIR: the sender's name, checked
         file.emplace(dest, opt.force);
     } catch (const Error &e) {
-        refuse(e);
+        link.refuse(e);
     }
-    post_receives(id->qp, 1, recv_buf, msg_mr->lkey);
+    link.post_receive();
     info("offer: %s, %llu bytes; writing %s", quote(offer.text).c_str(), static_cast<unsigned long long>(offer.length),
          dest.c_str());
     ControlMessage ring_msg = make_message(MessageType::ring);
@@ -175,7 +124,7 @@ void run(const Args &args, const ReceiverOptions &opt)
     ring_msg.rkey = ring_mr->rkey;
     ring_msg.chunk = opt.chunk;
     ring_msg.slots = opt.slots;
-    send(ring_msg);
+    link.post_message(ring_msg);
 
     step(4, "for each chunk: copy its slot out of the sender's reach, SEND the credit, hash and write the copy");
     Progress progress(offer.length, "received");
@@ -186,31 +135,20 @@ void run(const Args &args, const ReceiverOptions &opt)
     try {
         for (;;) {
             //! [chunk_loop]
-            const ibv_wc wc = next_arrival(events, sends, "the next chunk");
+            const ibv_wc wc = link.next("the next chunk");
             if (wc.opcode == IBV_WC_RECV && !(wc.wc_flags & IBV_WC_WITH_IMM)) { // a message: "done", or why it stops
-                done = read_message(*recv_buf, wc.byte_len, "the sender");
+                done = read_message(link.msgs[0], wc.byte_len, "the sender");
                 expect_type(done, MessageType::done, "the sender", "the next chunk or \"done\"");
                 break; // on RC it comes after every WRITE the sender posted before it
             }
-            const std::uint32_t slot = be32toh(wc.imm_data);
-            if (wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM)
-                throw Error("the sender sent a SEND with immediate " + hex(slot) +
-                                "; it sends chunks and messages only",
-                            "the sender does not follow the protocol");
-            const std::uint64_t expected = std::min<std::uint64_t>(opt.chunk, offer.length - received);
-            if (slot >= opt.slots || wc.byte_len != expected || expected == 0)
-                throw Error("a WRITE of " + std::to_string(wc.byte_len) + " bytes into slot " + std::to_string(slot) +
-                                " after " + std::to_string(received) + " of " + std::to_string(offer.length) +
-                                " bytes; expected " + std::to_string(expected) + " bytes into one of " +
-                                std::to_string(opt.slots) + " slots" + (expected == 0 ? " (no more chunks)" : ""),
-                            "the sender does not follow the protocol");
+            // A chunk: a WRITE with immediate into one of our slots, as long as the offer leaves.
+            const std::uint32_t slot = check_chunk(wc, opt.slots, opt.chunk, received, offer.length);
             // The sender's rkey covers the whole ring until "done": it can WRITE this slot again at any
             // time. So the slot is copied once, and only the copy is hashed and written: the bytes on
             // disk are always the bytes in the digest.
             std::memcpy(copy.data(), ring.data() + std::size_t{slot} * opt.chunk, wc.byte_len);
-            post_receives(id->qp, 1, recv_buf, msg_mr->lkey); // the next WRITE into this slot needs a receive
-            post_send(id->qp, nullptr, 0, {}, slot);          // the credit, zero bytes: "slot is yours again"
-            ++sends;
+            link.post_receive();                  // the next WRITE into this slot needs a receive
+            link.post_credit(slot);               // the credit, zero bytes: "slot is yours again"
             sha.update(copy.data(), wc.byte_len); // hash and write while the sender refills the slot
             file->write(copy.data(), wc.byte_len);
             received += wc.byte_len;
@@ -218,13 +156,10 @@ void run(const Args &args, const ReceiverOptions &opt)
             progress.update(received);
         }
         ring_mr.reset(); // ibv_dereg_mr(): nothing of the ring is writable any more
-        if (done.length != offer.length || received != offer.length)
-            throw Error("\"done\" after " + std::to_string(received) + " bytes (it says " +
-                            std::to_string(done.length) + "); the offer said " + std::to_string(offer.length),
-                        "the sender does not follow the protocol, or its file changed");
+        check_done(done, received, offer.length);
     } catch (const Error &e) {
-        refuse(e); // disk full, a lie, the sender's own refusal: the sender hears why (a refusal it sent
-    }              // comes back to it too, and changes nothing)
+        link.refuse(e); // disk full, a lie, the sender's own refusal: the sender hears why (a refusal it sent
+    }                   // comes back to it too, and changes nothing)
     progress.finish();
 
     step(5, "compare the digests; keep the file (fsync, rename) only if they match; SEND the verdict");
@@ -235,34 +170,29 @@ void run(const Args &args, const ReceiverOptions &opt)
         try {
             file->commit();
         } catch (const Error &e) {
-            refuse(e);
+            link.refuse(e);
         }
     }
-    send(verdict);
+    link.post_message(verdict);
     if (verdict.flags != 1) {
-        deliver(); // a NIC may not have sent it yet when we tear the QP down
+        link.deliver(); // a NIC may not have sent it yet when we tear the QP down
         throw Error("the data's SHA-256 is " + hex(verdict.digest) + ", the sender announced " + hex(done.digest),
                     "the data was damaged on the way, or the file changed while it was sent; nothing was kept");
     }
     result("%s  %s", hex(verdict.digest).c_str(), dest.c_str()); // sha256sum's format
 
     step(6, "receive the sender's ID; SEND its key (step 7), or a receipt without --keys");
-    std::string who;
-    try {
-        who = next_message(events, sends, recv_buf, MessageType::id, "the sender's ID").text;
-    } catch (const Error &e) {
-        refuse(e);
-    }
+    const std::string who = next_message(link, MessageType::id, "the sender's ID").text;
     const std::string receipt = "received " + std::to_string(received) + " bytes, sha256 " + hex(verdict.digest);
-    send(answer_id(keys, who, receipt)); // a key, a receipt, or a refusal of an unknown ID
+    link.post_message(answer_id(keys, who, receipt)); // a key, a receipt, or a refusal of an unknown ID
     const char *how = keys.empty() ? "a receipt" : keys.count(who) > 0 ? "its key" : "a refusal (unknown ID)";
     result("Answered %s with %s", quote(who).c_str(), how);
 
     step(7, "wait for the sender to disconnect");
     // The sender disconnects once it has our answer: its DREQ proves the last SEND arrived, whether or
     // not we have polled its completion yet (the QP then flushes whatever is left).
-    deliver();
-    if (!events.peer_gone)
+    link.deliver();
+    if (!link.events.peer_gone)
         expect_cm_event(listener.channel.get(), RDMA_CM_EVENT_DISCONNECTED, args.timeout_s, "the sender to disconnect",
                         "the sender");
     rdma_disconnect(id.get()); // answers the sender's DREQ

@@ -23,6 +23,7 @@
 #include <fstream>
 #include <map>
 #include <memory>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -30,19 +31,6 @@
 namespace file_transfer {
 
 using rdma_samples::Error;
-using Digest = std::array<std::uint8_t, 32>; ///< a SHA-256 digest
-
-/** @brief @p d in lower-case hex, as sha256sum prints it. @param d the digest @return 64 characters */
-inline std::string hex(const Digest &d)
-{
-    std::string s;
-    char two[3];
-    for (std::uint8_t b : d) {
-        std::snprintf(two, sizeof two, "%02x", b);
-        s += two;
-    }
-    return s;
-}
 
 /** @brief SHA-256 through OpenSSL's EVP interface (libcrypto), fed piece by piece. */
 class Sha256 {
@@ -154,6 +142,19 @@ inline bool changed_since_open(const Source &src)
     return static_cast<std::uint64_t>(st.st_size) != src.size || st.st_mtim.tv_sec != src.mtime.tv_sec ||
            st.st_mtim.tv_nsec != src.mtime.tv_nsec || st.st_ctim.tv_sec != src.ctime.tv_sec ||
            st.st_ctim.tv_nsec != src.ctime.tv_nsec;
+}
+
+/** @brief Why the file at @p path, open as @p src, is not the file whose @p sent bytes were hashed and
+ *  sent: it shrank (fewer bytes than its size at open), it grew, or it was written to (changed_since_open()).
+ *  @return the error for the receiver and for us, or nothing when it is the same file */
+inline std::optional<Error> changed_while_sent(const Source &src, std::uint64_t sent, const std::string &path)
+{
+    char extra = 0;
+    if (sent == src.size && read_at(src.fd.get(), &extra, 1, sent) == 0 && !changed_since_open(src))
+        return std::nullopt;
+    return Error(rdma_samples::quote(path) +
+                     " changed while it was being sent (its size or modification time differs from step 1)",
+                 "send a file nobody is writing to (a copy or a snapshot)");
 }
 
 /** @brief What the temporary name adds to the final one: "." NAME "." up to 10 digits ".part". */

@@ -1,15 +1,20 @@
 /**
  * @file options.hpp
  * @brief rdma_file_transfer's own flags, besides the common ones (-lp, -sa, -sat, -d, -g, -t, -v):
- * what each program's main() fills in before the lesson runs.
+ * what each program's main() fills in before the lesson runs, and the receiver's checks of them, together
+ * and against the device (check_receiver_options(), check_ring_fits()).
  */
 #pragma once
 
 #include "../protocol.hpp"
 
 #include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
 #include <rdma_samples/text.hpp>
 
+#include <infiniband/verbs.h>
+
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -104,6 +109,33 @@ inline void check_receiver_options(const ReceiverOptions &opt)
                                            std::to_string(opt.chunk) + ": a ring of more than " +
                                            std::to_string(max_ring_bytes) + " bytes",
                                        "lower --slots or --chunk; the sender refuses a bigger ring too");
+}
+
+/** @brief A ring of @p slots x @p chunk bytes must fit the device: one memory region (max_mr_size),
+ *  a receive queue and a send queue of the depths above (max_qp_wr), one CQ for both (max_cqe).
+ *  Throws UsageError with the largest --slots that fits. */
+inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev, std::uint32_t slots,
+                            std::uint32_t chunk)
+{
+    const std::string ring = "--slots " + std::to_string(slots);
+    if (std::uint64_t{slots} * chunk > attr.max_mr_size)
+        throw rdma_samples::UsageError(ring + " --chunk " + std::to_string(chunk) + ": " + dev +
+                                           " registers at most max_mr_size = " + std::to_string(attr.max_mr_size) +
+                                           " bytes",
+                                       "lower --chunk or --slots (see ibv_devinfo -v)");
+    const std::uint64_t recv = receiver_recv_depth(slots), send = receiver_send_depth(slots);
+    const std::int64_t fit =
+        std::min<std::int64_t>(std::int64_t{attr.max_qp_wr} - 4, (std::int64_t{attr.max_cqe} - 6) / 2);
+    const std::string hint = "use --slots " + std::to_string(fit) + " or fewer (see ibv_devinfo -v)";
+    if (send > static_cast<std::uint64_t>(attr.max_qp_wr))
+        throw rdma_samples::UsageError(ring + ": a credit per slot and 4 messages in the send queue exceed " + dev +
+                                           "'s max_qp_wr = " + std::to_string(attr.max_qp_wr),
+                                       hint);
+    if (recv + send > static_cast<std::uint64_t>(attr.max_cqe))
+        throw rdma_samples::UsageError(ring + ": " + std::to_string(recv + send) +
+                                           " completions (receives and sends) exceed " + dev +
+                                           "'s max_cqe = " + std::to_string(attr.max_cqe),
+                                       hint);
 }
 
 /** @brief rdma_file_receiver's command line, filling @p opt. @return the spec for run_sample() */

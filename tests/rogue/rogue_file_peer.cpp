@@ -13,7 +13,9 @@
  * It never waits longer than -t for anything, and ends when the real program ends the connection
  * (exit 0: the lie was answered), or when its own -t runs out (exit 1).
  */
+#include "../../rdma_file_transfer/connection.hpp"
 #include "../../rdma_file_transfer/events.hpp"
+#include "../../rdma_file_transfer/peer_checks.hpp"
 #include "../../rdma_file_transfer/support/files.hpp"
 #include "../../rdma_file_transfer/protocol.hpp"
 

@@ -25,8 +25,8 @@
  * cm_retry()); the server calls cm_accept() and send_descriptor(); both end with
  * cm_disconnect() (exchange.hpp wraps the first three for the lessons after rdma_write). A server for
  * many clients is cm_server.hpp; `-sa` is read by cm_address.hpp. rdma_file_transfer, whose QP
- * librdmacm creates (rdma_create_qp()), calls the CM itself with create_event_channel() and
- * expect_cm_event(); the rest of the event handling is private (common/src/cm_internal.hpp).
+ * librdmacm creates (rdma_create_qp()), makes the calls itself, its client in a cm_retry() too, and
+ * waits with expect_cm_event(); the rest of the event handling is private (common/src/cm_internal.hpp).
  */
 #pragma once
 

@@ -32,7 +32,7 @@ enum class TestHook {
      *  rdma_multi_conn's receiver). */
     max_srq,
     /** RDMA_SAMPLES_TEST_FILE_FAULT=corrupt|version=N|pause=MS: rdma_file_sender corrupts a chunk,
-     *  speaks protocol version N, or pauses MS ms after each chunk (rdma_file_transfer/protocol.hpp). */
+     *  speaks protocol version N, or pauses MS ms after each chunk (rdma_file_transfer/support/test_fault.hpp). */
     file_fault,
 };
 

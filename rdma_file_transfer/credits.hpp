@@ -1,0 +1,77 @@
+/**
+ * @file credits.hpp
+ * @brief The sender's bookkeeping of the credit loop, as its completions tell it: a slot of the
+ * receiver's ring is free again only when our WRITE into it completed (our buffer may be refilled) and
+ * the receiver gave the slot back with a credit (it may be written again). Every credit and message is
+ * checked as it arrives (peer_checks.hpp). sender.cpp's step 5 is the loop itself.
+ */
+#pragma once
+
+#include "connection.hpp"
+#include "peer_checks.hpp"
+#include "protocol.hpp"
+
+#include <rdma_samples/check.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace file_transfer {
+
+/** @brief A slot of ours: free again once our WRITE into it completed and its credit came back. */
+struct Slot {
+    bool written = true;  ///< our last WRITE into it completed (its buffer may be refilled)
+    bool credited = true; ///< the receiver gave the slot back (it may be written again)
+};
+
+/** @brief The connection as the sender's completions tell it: the slots, and the receiver's last message. */
+struct Connection {
+    Link link;
+    std::vector<Slot> slots{};               ///< the slots in use
+    std::optional<ControlMessage> message{}; ///< a message not yet read
+    bool reply_due = false;                  ///< we sent what the receiver must answer (offer, done, ID)
+};
+
+/** @brief Take completions until @p ready() holds; each completion's wr_id says what it is. Every credit and
+ *  message is checked as it arrives (peer_checks.hpp). Every receive points into the one message buffer:
+ *  an honest receiver never has two messages in flight, and a second one is caught here, at its own
+ *  completion. */
+template <typename Ready>
+void wait_until(Connection &c, const std::string &what, Ready ready)
+{
+    while (!ready()) {
+        const ibv_wc wc = next_completion(c.link.events, what);
+        if (c.link.completed_send(wc)) // our SEND was acknowledged (checked and counted)
+            continue;
+        if (wc.wr_id >= write_wr_id) { // our WRITE into slot wr_id - write_wr_id was acknowledged
+            rdma_samples::check_wc(wc, IBV_WC_RDMA_WRITE, "our WRITE with immediate");
+            c.slots.at(wc.wr_id - write_wr_id).written = true;
+            continue;
+        }
+        rdma_samples::check_wc(wc, IBV_WC_RECV, "a receive");
+        if (wc.wc_flags & IBV_WC_WITH_IMM) { // a credit: zero bytes, the slot in the immediate value
+            const std::uint32_t slot = be32toh(wc.imm_data);
+            check_credit(wc.byte_len, slot, slot < c.slots.size() && !c.slots[slot].credited);
+            c.slots[slot].credited = true;
+        } else {
+            const ControlMessage m = read_message(c.link.msgs[0], wc.byte_len, "the receiver");
+            check_answer(m, c.reply_due, c.slots, what); // (a second message finds reply_due false)
+            c.message = m;
+            c.reply_due = false;
+        }
+        c.link.post_receive(); // give the receive back at once
+    }
+}
+
+/** @brief The receiver's next message, which must be of @p type (a refusal throws its reason). */
+inline ControlMessage expect_message(Connection &c, MessageType type, const std::string &what)
+{
+    wait_until(c, what, [&] { return c.message.has_value(); });
+    const ControlMessage m = *c.message;
+    c.message.reset();
+    expect_type(m, type, "the receiver", what);
+    return m;
+}
+
+} // namespace file_transfer

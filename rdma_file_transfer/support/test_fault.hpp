@@ -1,0 +1,48 @@
+/**
+ * @file test_fault.hpp
+ * @brief rdma_file_sender's one test hook (RDMA_SAMPLES_TEST_FILE_FAULT, through the project's one gate,
+ * test_control()): faults the tests inject on purpose, each a branch of the sender's one flow.
+ */
+#pragma once
+
+#include "../protocol.hpp"
+
+#include <rdma_samples/test_control.hpp>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+namespace file_transfer {
+
+/**
+ * @brief Test-only fault injection, read once from RDMA_SAMPLES_TEST_FILE_FAULT; never set it in real
+ * use. "corrupt": the sender flips one byte of the first chunk after hashing it (the receiver's digest
+ * then differs); "version=N": the sender announces protocol version N; "pause=MS": the sender sleeps
+ * MS milliseconds after each chunk it posts (so a test can change the file or kill a side midway).
+ */
+struct TestFault {
+    bool corrupt = false;                     ///< flip a byte of the first chunk
+    std::uint16_t version = protocol_version; ///< the version to announce
+    int pause_ms = 0;                         ///< sleep after each chunk
+};
+
+/** @brief The test hook's setting (see TestFault), read at the first call. @return it */
+inline const TestFault &test_fault()
+{
+    static const TestFault fault = [] {
+        TestFault f;
+        const char *v = rdma_samples::test_control(rdma_samples::TestHook::file_fault);
+        const std::string s = v != nullptr ? v : "";
+        if (s == "corrupt")
+            f.corrupt = true;
+        else if (s.rfind("version=", 0) == 0)
+            f.version = static_cast<std::uint16_t>(std::atoi(s.c_str() + 8));
+        else if (s.rfind("pause=", 0) == 0)
+            f.pause_ms = std::atoi(s.c_str() + 6);
+        return f;
+    }();
+    return fault;
+}
+
+} // namespace file_transfer
