@@ -152,6 +152,16 @@ inline void release_if_done(Server &s, Connection &c)
     c.waiting.clear();
 }
 
+/** echo(), but a post that fails closes this connection only, not the server. */
+inline void echo_or_close(Server &s, std::size_t entry, int recv_slot, std::uint32_t len)
+{
+    try {
+        echo(s, entry, recv_slot, len);
+    } catch (const rdma_samples::Error &e) {
+        begin_close(s, s.table[entry], std::string("dropped: ") + e.what());
+    }
+}
+
 /** One completion from the shared CQ: find its connection by wr_id, then echo, count or close. */
 inline void on_completion(Server &s, const ibv_wc &wc)
 {
@@ -172,14 +182,14 @@ inline void on_completion(Server &s, const ibv_wc &wc)
     } else if (receive && !c.closing) {
         c.established = true;
         c.deadline = Clock::now() + std::chrono::seconds(s.args.timeout_s); // it is alive: -t again
-        echo(s, entry, slot, wc.byte_len); // byte_len <= message_size: a longer SEND fails instead
+        echo_or_close(s, entry, slot, wc.byte_len); // byte_len <= message_size: a longer SEND fails instead
     } else if (!receive) {
         ++c.echoed;
         ++s.echoed;
         if (!c.waiting.empty() && !c.closing) {
             const auto [next, len] = c.waiting.front();
             c.waiting.pop_front();
-            echo(s, entry, next, len);
+            echo_or_close(s, entry, next, len);
         }
     }
     if (c.peer_left && c.sends_busy == 0 && c.waiting.empty())

@@ -41,33 +41,44 @@ inline constexpr std::size_t max_reject_reason = 100;
 /** @brief The most credits a server grants, and so receives a client posts. */
 inline constexpr int max_credits = 16;
 
+/** @brief A flag that sets @p target to a number within [@p lo, @p hi].
+ *  @param name its long name @param help,def for --help @param target where the value goes
+ *  @param lo,hi the range @return the flag */
+inline rdma_samples::ExtraFlag number_flag(const char *name, const char *help, const char *def, int &target,
+                                           std::uint64_t lo, std::uint64_t hi)
+{
+    return {name, "N", help, def, [name, &target, lo, hi](const std::string &v) {
+                target = static_cast<int>(rdma_samples::parse_number(std::string("--") + name, v, lo, hi));
+            }};
+}
+
+/** @brief A program of this lesson: RDMA CM only, no resource descriptor.
+ *  @param name,role,summary as in ProgramSpec @return the spec, without its own flags yet */
+inline rdma_samples::ProgramSpec cm_only_spec(const char *name, const char *role, const char *summary)
+{
+    return {.name = name,
+            .role = role,
+            .summary = summary,
+            .resource_descriptor = false,
+            .rdma_cm = true,
+            .descriptor_files = false};
+}
+
 /** @brief rdma_event_loop_server's command line. @param opt where the values go @return the spec */
 inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
 {
-    using rdma_samples::parse_number;
-    rdma_samples::ProgramSpec spec{.name = "rdma_event_loop_server",
-                                   .role = "server",
-                                   .summary =
-                                       "One thread, one epoll: echo the messages of many RDMA CM clients at once.",
-                                   .resource_descriptor = false,
-                                   .rdma_cm = true,
-                                   .descriptor_files = false};
+    rdma_samples::ProgramSpec spec = cm_only_spec("rdma_event_loop_server", "server",
+                                                  "One thread, one epoll: echo the messages of many RDMA CM "
+                                                  "clients at once.");
     spec.extra = {
-        {"clients", "N", "end after serving N clients (0: until SIGINT or SIGTERM)", "0",
-         [&opt](const std::string &v) { opt.clients = static_cast<int>(parse_number("--clients", v, 0, 1000000)); }},
-        {"max-clients", "N", "clients connected at once; one more is refused (rdma_reject)", "128",
-         [&opt](const std::string &v) {
-             opt.max_clients = static_cast<int>(parse_number("--max-clients", v, 1, 1024));
-         }},
-        {"credits", "N", "receives posted per client: messages it may have outstanding", "4",
-         [&opt](const std::string &v) {
-             opt.credits = static_cast<int>(parse_number("--credits", v, 1, max_credits));
-         }},
-        {"message-size", "BYTES", "bytes of each receive; a longer SEND fails the client's connection", "256",
-         [&opt](const std::string &v) {
-             opt.message_size =
-                 static_cast<int>(parse_number("--message-size", v, 1, rdma_samples::max_message_length));
-         }},
+        number_flag("clients", "end after serving N clients (0: until SIGINT or SIGTERM)", "0", opt.clients, 0,
+                    1000000),
+        number_flag("max-clients", "clients connected at once; one more is refused (rdma_reject)", "128",
+                    opt.max_clients, 1, 1024),
+        number_flag("credits", "receives posted per client: messages it may have outstanding", "4", opt.credits, 1,
+                    max_credits),
+        number_flag("message-size", "bytes of each receive; a longer SEND fails the client's connection", "256",
+                    opt.message_size, 1, rdma_samples::max_message_length),
     };
     return spec;
 }
@@ -75,24 +86,17 @@ inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
 /** @brief rdma_event_loop_client's command line. @param opt where the values go @return the spec */
 inline rdma_samples::ProgramSpec client_spec(ClientOptions &opt)
 {
-    using rdma_samples::parse_number;
-    rdma_samples::ProgramSpec spec{.name = "rdma_event_loop_client",
-                                   .role = "client",
-                                   .summary =
-                                       "Send N messages to rdma_event_loop_server, check each echo byte for byte.",
-                                   .message_flag = 's',
-                                   .message_help = "the text of each message (\" #i\" is appended)",
-                                   .resource_descriptor = false,
-                                   .rdma_cm = true,
-                                   .descriptor_files = false};
+    rdma_samples::ProgramSpec spec =
+        cm_only_spec("rdma_event_loop_client", "client",
+                     "Send N messages to rdma_event_loop_server, check each echo byte for byte.");
+    spec.message_flag = 's';
+    spec.message_help = "the text of each message (\" #i\" is appended)";
     spec.extra = {
-        {"count", "N", "messages to send, each echoed back", "5",
-         [&opt](const std::string &v) { opt.count = static_cast<int>(parse_number("--count", v, 1, 100000)); }},
-        {"interval-ms", "MS", "pause before each message (a slow client; longer than the server's -t: an idle one)",
-         "0",
-         [&opt](const std::string &v) {
-             opt.interval_ms = static_cast<int>(parse_number("--interval-ms", v, 0, 3600 * 1000));
-         }},
+        number_flag("count", "messages to send, each echoed back", "5", opt.count, 1, 100000),
+        number_flag("interval-ms",
+                    "pause before each message in ms (a slow client; longer than the server's -t: "
+                    "an idle one)",
+                    "0", opt.interval_ms, 0, 3600 * 1000),
     };
     return spec;
 }
