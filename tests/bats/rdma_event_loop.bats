@@ -105,6 +105,7 @@ wait_server_line() {
     wait_peer server
     assert_equal "$peer_status" 0
     assert_peer_line --regexp '^connection 0 closed: [0-9]+ message\(s\) echoed; '
+    grep '^connection 0 closed' <<<"$peer_output" | sed 's/^/# /' >&3
     assert_equal "$(grep -c '^connection [12] closed: 3 message(s) echoed; the client disconnected$' <<<"$peer_output")" 2
     assert_peer_line --regexp '^Served 3 client\(s\): '
     assert_peer_line --index -1 "Sample finished successfully"
@@ -117,6 +118,7 @@ wait_server_line() {
     run -1 --separate-stderr "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 10 -s second
     assert_regex "$stderr" 'client: step 4 failed: waiting for the server to accept: got RDMA_CM_EVENT_REJECTED \(status [0-9]+\): the server refused the connection: "server full: 1 client\(s\) connected \(--max-clients 1\)"'
     assert_regex "$stderr" "hint: the server's reason is above"
+    grep 'step 4 failed' <<<"$stderr" | sed 's/^/# /' >&3
     wait_peer first
     assert_equal "$peer_status" 0
     wait_peer server
