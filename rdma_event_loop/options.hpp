@@ -52,24 +52,13 @@ inline rdma_samples::ExtraFlag number_flag(const char *name, const char *help, c
             }};
 }
 
-/** @brief A program of this lesson: RDMA CM only, no resource descriptor.
- *  @param name,role,summary as in ProgramSpec @return the spec, without its own flags yet */
-inline rdma_samples::ProgramSpec cm_only_spec(const char *name, const char *role, const char *summary)
-{
-    return {.name = name,
-            .role = role,
-            .summary = summary,
-            .resource_descriptor = false,
-            .rdma_cm = true,
-            .descriptor_files = false};
-}
-
 /** @brief rdma_event_loop_server's command line. @param opt where the values go @return the spec */
 inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
 {
-    rdma_samples::ProgramSpec spec = cm_only_spec("rdma_event_loop_server", "server",
-                                                  "One thread, one epoll: echo the messages of many RDMA CM "
-                                                  "clients at once.");
+    rdma_samples::ProgramSpec spec =
+        rdma_samples::cm_only_spec("rdma_event_loop_server", "server",
+                                   "One thread, one epoll: echo the messages of many RDMA CM "
+                                   "clients at once.");
     spec.extra = {
         number_flag("clients", "end after serving N clients (0: until SIGINT or SIGTERM)", "0", opt.clients, 0,
                     1000000),
@@ -87,8 +76,8 @@ inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
 inline rdma_samples::ProgramSpec client_spec(ClientOptions &opt)
 {
     rdma_samples::ProgramSpec spec =
-        cm_only_spec("rdma_event_loop_client", "client",
-                     "Send N messages to rdma_event_loop_server, check each echo byte for byte.");
+        rdma_samples::cm_only_spec("rdma_event_loop_client", "client",
+                                   "Send N messages to rdma_event_loop_server, check each echo byte for byte.");
     spec.message_flag = 's';
     spec.message_help = "the text of each message (\" #i\" is appended)";
     spec.extra = {
