@@ -10,7 +10,7 @@
 #   resp_args, req_args  what each side is given besides the connection flags
 #   cm_clients           how many requester processes an RDMA CM server with these args takes
 #   cm_req_args          what each of those is given (an RDMA CM client makes one connection)
-#   cm_only              1 for a pair that connects with RDMA CM only (file_transfer): it is not in
+#   cm_only              1 for a pair that connects with RDMA CM only (file_transfer, event_loop): it is not in
 #                        pair_samples, which the tools run with descriptor files too
 pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn srq ud bench)
 
@@ -38,6 +38,9 @@ pair() {
     bench) resp=rdma_bench/rdma_bench_responder req=rdma_bench/rdma_bench_requester ;;
     file_transfer) resp=rdma_file_transfer/rdma_file_receiver req=rdma_file_transfer/rdma_file_sender exports=0
         cm_only=1 resp_args=(-o /tmp/rdma_file_transfer.copy --force --chunk 4096 --slots 2) req_args=(/etc/services) ;;
+    event_loop) resp=rdma_event_loop/rdma_event_loop_server req=rdma_event_loop/rdma_event_loop_client exports=0
+        cm_only=1 resp_args=(--clients 2) cm_clients=2 req_args=(--count 3 -s "an echoed message")
+        cm_req_args=("${req_args[@]}") ;;
     *) return 1 ;;
     esac
     [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")

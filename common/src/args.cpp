@@ -198,7 +198,7 @@ Args parse_args(const ProgramSpec &spec, int argc, const char *const *argv)
                          "(the server, without -sa, takes -nc N)");
     if (spec.rdma_cm && !spec.multi_conn && a.use_cm) {
         // A pair's roles are fixed: the requester (or sender) connects, the responder (or receiver) listens.
-        const bool client = spec.role == "requester" || spec.role == "sender";
+        const bool client = spec.role == "requester" || spec.role == "sender" || spec.role == "client";
         const std::string cm = spec.descriptor_files ? "-cm: " : ""; // (an RDMA CM program only has no -cm)
         if (client && !a.server_addr)
             throw UsageError(cm + "the " + spec.role + " connects to the other side; give its address with -sa ADDR");

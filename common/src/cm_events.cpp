@@ -2,6 +2,9 @@
 #include "cm_internal.hpp"
 
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/text.hpp>
+
+#include <cstring>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -49,6 +52,16 @@ bool cm_event_ready(rdma_event_channel *ch, int wait_ms)
     return n > 0;
 }
 
+std::string reject_reason(const rdma_cm_event &ev)
+{
+    // A REJ's private data is the rejecting side's (rdma_reject()), padded with zeros by the CM (148
+    // bytes on IB and RoCE): the text up to the first NUL, within the length the event gives.
+    if (ev.event != RDMA_CM_EVENT_REJECTED || ev.param.conn.private_data == nullptr)
+        return "";
+    const char *p = static_cast<const char *>(ev.param.conn.private_data);
+    return std::string(p, strnlen(p, ev.param.conn.private_data_len));
+}
+
 Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std::string &peer)
 {
     const std::string head =
@@ -69,6 +82,9 @@ Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std
             return Error(head + ": nobody listens on " + peer, "is the server running on " + peer +
                                                                    "? start it "
                                                                    "first (the side without -sa), with the same -lp");
+        if (const std::string why = reject_reason(ev); !why.empty()) // the server said why: quoted, its text
+            return Error(head + ": the server refused the connection: " + quote(why, 100),
+                         "the server's reason is above; rdma_event_loop_server refuses clients beyond --max-clients");
         return Error(head + ": the server refused the connection",
                      "the server may have all the clients it expects (-nc) or may have stopped; check its output");
     case RDMA_CM_EVENT_CONNECT_ERROR:

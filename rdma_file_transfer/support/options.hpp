@@ -41,18 +41,6 @@ struct ReceiverOptions {
     std::uint32_t chunk = 1 << 20;       ///< --chunk
 };
 
-/** @brief A program that connects with RDMA CM only: no descriptor files, no resource descriptor.
- *  @param name,role,summary as in ProgramSpec @return the spec, without its own flags yet */
-inline rdma_samples::ProgramSpec cm_only_spec(const char *name, const char *role, const char *summary)
-{
-    return {.name = name,
-            .role = role,
-            .summary = summary,
-            .resource_descriptor = false,
-            .rdma_cm = true,
-            .descriptor_files = false};
-}
-
 /** @brief --deadline, the same on both sides: seconds the whole transfer may last (-t bounds each wait).
  *  @param deadline_s where the value goes @return the flag */
 inline rdma_samples::ExtraFlag deadline_flag(int &deadline_s)
@@ -67,9 +55,9 @@ inline rdma_samples::ExtraFlag deadline_flag(int &deadline_s)
 inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
 {
     using rdma_samples::UsageError;
-    rdma_samples::ProgramSpec spec =
-        cm_only_spec("rdma_file_sender", "sender",
-                     "Send FILE to rdma_file_receiver over RDMA WRITEs into its ring, verified with SHA-256.");
+    rdma_samples::ProgramSpec spec = rdma_samples::cm_only_spec(
+        "rdma_file_sender", "sender",
+        "Send FILE to rdma_file_receiver over RDMA WRITEs into its ring, verified with SHA-256.");
     spec.operand_name = "FILE";
     spec.operand_help = "the file to send (a regular file)";
     spec.operand = [&opt](const std::string &v) {
@@ -142,9 +130,9 @@ inline void check_ring_fits(const ibv_device_attr &attr, const std::string &dev,
 inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
 {
     using rdma_samples::parse_number;
-    rdma_samples::ProgramSpec spec =
-        cm_only_spec("rdma_file_receiver", "receiver",
-                     "Receive one file from rdma_file_sender into a ring of slots, verify its SHA-256, keep it.");
+    rdma_samples::ProgramSpec spec = rdma_samples::cm_only_spec(
+        "rdma_file_receiver", "receiver",
+        "Receive one file from rdma_file_sender into a ring of slots, verify its SHA-256, keep it.");
     spec.extra = {
         {"output", "PATH|DIR", "where to store the file (required); a directory: under the name the sender gives",
          "none: required",

@@ -31,6 +31,8 @@ programs() {
     assert_line rdma_ud_receive
     assert_line rdma_file_sender
     assert_line rdma_file_receiver
+    assert_line rdma_event_loop_server
+    assert_line rdma_event_loop_client
 }
 
 @test "--help exits 0 and lists every common flag with its default" {
@@ -46,6 +48,9 @@ programs() {
         rdma_file_*) # RDMA CM only: no descriptor files
             assert_output --partial -- "-lp, --listen-port PORT"
             refute_output --partial -- "--local-descriptor-path" ;;
+        rdma_event_loop_*) # RDMA CM only: the descriptor flags are there to be refused with the reason
+            assert_output --partial -- "-lp, --listen-port PORT"
+            assert_output --partial -- "-ld, --local-descriptor-path PATH           refused: this program connects with RDMA CM only" ;;
         *)
             assert_output --partial -- "-ld, --local-descriptor-path"
             assert_output --partial -- "-re, --remote-descriptor-path"

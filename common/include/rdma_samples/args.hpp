@@ -85,6 +85,22 @@ struct ProgramSpec {
     std::function<void(const std::string &)> operand{};
 };
 
+/**
+ * @brief The spec of a program that connects with RDMA CM only: no descriptor files, no resource
+ * descriptor (rdma_file_transfer, rdma_event_loop).
+ * @param name,role,summary as in ProgramSpec
+ * @return the spec, without the program's own flags yet
+ */
+inline ProgramSpec cm_only_spec(const char *name, const char *role, const char *summary)
+{
+    return {.name = name,
+            .role = role,
+            .summary = summary,
+            .resource_descriptor = false,
+            .rdma_cm = true,
+            .descriptor_files = false};
+}
+
 /** @brief A bad command line; main() prints it as one line (and its hint, if any) and exits 2. */
 class UsageError : public std::runtime_error {
 public:

@@ -1,0 +1,226 @@
+/**
+ * @file client.cpp
+ * @brief rdma_event_loop's client: connect with RDMA CM, SEND --count messages, check each echo byte
+ * for byte. It may have as many messages out as the server's welcome grants (its credits).
+ *
+ * The server's REP carries a welcome in its private data (options.hpp): checked, like everything a
+ * peer sends. A server that refuses us (--max-clients) says why in its REJ's private data, and the
+ * connect's error prints it. Every wait is bounded by -t and sleeps in poll() on the completion
+ * channel and the CM channel, so a server that drops us is noticed at once.
+ */
+#include "options.hpp"
+
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
+#include <rdma_samples/text.hpp>
+#include <rdma_samples/wait.hpp>
+
+#include <poll.h>
+
+#include <cerrno>
+#include <cstring>
+#include <string>
+#include <vector>
+
+using namespace rdma_samples;
+using namespace event_loop;
+
+namespace {
+
+ClientOptions opt;
+constexpr std::size_t slot_size = 2 * max_message_length; // room for "TEXT #i" and a server that sends more
+
+/** The client's side of the conversation: its objects, its credits, what it has sent and got back. */
+struct Talk {
+    ibv_qp *qp;
+    ibv_cq *cq;
+    ibv_comp_channel *channel;
+    rdma_event_channel *cm;
+    const Buffer &buf;
+    const ibv_mr *mr;
+    int window = 0; // messages we may have out: the credits the server granted
+    std::vector<std::string> sent;
+    int echoes = 0, recvs_posted = 0, sends_busy = 0;
+    int timeout_s;
+};
+
+void post(Talk &t, bool send, int slot, std::uint32_t len)
+{
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(t.buf.data() + static_cast<std::size_t>(slot) * slot_size), len,
+                t.mr->lkey};
+    if (!send) {
+        ibv_recv_wr wr{};
+        wr.wr_id = static_cast<std::uint64_t>(slot);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr *bad = nullptr;
+        check_rc(ibv_post_recv(t.qp, &wr, &bad), "ibv_post_recv");
+        ++t.recvs_posted;
+        return;
+    }
+    ibv_send_wr wr{};
+    wr.wr_id = static_cast<std::uint64_t>(slot);
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED;
+    ibv_send_wr *bad = nullptr;
+    check_rc(ibv_post_send(t.qp, &wr, &bad), "ibv_post_send");
+    ++t.sends_busy;
+}
+
+/** One completion: an echo (check it against what we sent, post its receive again) or a SEND done. */
+void take(Talk &t, const ibv_wc &wc)
+{
+    const bool echo = static_cast<int>(wc.wr_id) < max_credits;
+    check_wc(wc, echo ? IBV_WC_RECV : IBV_WC_SEND, echo ? "the receive of an echo" : "a SEND");
+    if (!echo) {
+        --t.sends_busy;
+        return;
+    }
+    --t.recvs_posted;
+    const std::string &want = t.sent.at(static_cast<std::size_t>(t.echoes)); // RC: echoes come in order
+    const char *got = t.buf.data() + wc.wr_id * slot_size;
+    if (wc.byte_len != want.size() || std::memcmp(got, want.data(), want.size()) != 0)
+        throw Error("echo " + std::to_string(t.echoes + 1) + " differs from what we sent: got " +
+                        quote(std::string(got, std::min<std::size_t>(wc.byte_len, slot_size))) + ", sent " +
+                        quote(want),
+                    "the server must send back exactly the bytes it received");
+    ++t.echoes;
+    result("echo %d: \"%s\" (%zu bytes), byte for byte as sent", t.echoes, want.c_str(), want.size());
+    if (t.echoes + t.recvs_posted < opt.count)
+        post(t, false, static_cast<int>(wc.wr_id), slot_size); // a receive for a later echo
+}
+
+/** Sleep (bounded by @p wait_ms) until a completion or a CM event; take what came. A CM event here
+ *  can only be the server closing the connection. @return false when nothing came in time */
+bool sleep_once(Talk &t, int wait_ms, const std::string &what)
+{
+    ibv_wc wc{};
+    check_rc(ibv_req_notify_cq(t.cq, 0), "ibv_req_notify_cq"); // arm, then look once more: the race
+    if (check_poll(ibv_poll_cq(t.cq, 1, &wc)) == 1) {
+        take(t, wc);
+        return true;
+    }
+    pollfd fds[2] = {{t.channel->fd, POLLIN, 0}, {t.cm->fd, POLLIN, 0}};
+    const int ready = poll(fds, 2, wait_ms);
+    if (ready < 0 && errno != EINTR)
+        fail_errno("poll", errno);
+    if (ready > 0 && (fds[0].revents & POLLIN)) {
+        ibv_cq *ev_cq = nullptr;
+        void *ev_ctx = nullptr;
+        check_rc(ibv_get_cq_event(t.channel, &ev_cq, &ev_ctx), "ibv_get_cq_event");
+        ibv_ack_cq_events(ev_cq, 1);
+    }
+    while (check_poll(ibv_poll_cq(t.cq, 1, &wc)) == 1)
+        take(t, wc);
+    rdma_cm_event *raw = nullptr;
+    if (ready > 0 && (fds[1].revents & POLLIN) && rdma_get_cm_event(t.cm, &raw) == 0) {
+        const CmEventPtr ev(raw); // connected, the only event left to come is the end: DISCONNECTED
+        throw Error("the server closed the connection (" + cm_event_name(ev->event) + ") while we waited for " + what,
+                    "the server drops a client that sends nothing for its -t, or that it cannot serve; its output "
+                    "says why");
+    }
+    return ready > 0;
+}
+
+/** Wait, bounded by -t, until @p done holds. */
+template <typename Pred>
+void wait_until(Talk &t, Pred done, const std::string &what)
+{
+    const Deadline deadline(t.timeout_s);
+    while (!done())
+        if (!sleep_once(t, deadline.left_ms(), what) && deadline.expired())
+            throw timeout_error(t.timeout_s, what, "is the server still running? its output says why");
+}
+
+void run(const Args &args)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args.device, args.gid_index);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+
+    step(2, "register %d receive and %d send slots of %zu bytes, local write only", max_credits, max_credits,
+         slot_size);
+    Buffer buf(2 * max_credits * slot_size);
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+
+    step(3, "create a completion channel, a CQ and an RC queue pair");
+    CompChannelPtr channel(check(ibv_create_comp_channel(dev.ctx.get()), "ibv_create_comp_channel"));
+    const QpCaps caps{.max_send_wr = max_credits, .max_recv_wr = max_credits};
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(caps), nullptr, channel.get(), 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get(), caps);
+    qp_to_init(qp.get(), dev, 0);
+
+    step(4, "connect to the server with RDMA CM (%s port %u) and read its welcome", args.server_addr->c_str(),
+         args.listen_port);
+    Welcome welcome;
+    //! [connect]
+    CmConnection cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &t) {
+        rdma_cm_id *id = t.c.id.get();
+        check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr", cm_addr_hint);
+        if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer))
+            return false;
+        check_cm_device(id, dev);
+        check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route", cm_route_hint);
+        t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
+        rdma_conn_param param = cm_conn_param(qp.get());
+        check_rc(rdma_connect(id, &param), "rdma_connect");
+        CmEventPtr rep = t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"); // a REJ: its reason
+        if (!rep)
+            return false;
+        // The welcome is the peer's text: as long as ours, our magic, credits within our bounds.
+        if (rep->param.conn.private_data_len >= sizeof welcome)
+            std::memcpy(&welcome, rep->param.conn.private_data, sizeof welcome);
+        if (rep->param.conn.private_data_len < sizeof welcome || std::memcmp(welcome.magic, "ELP1", 4) != 0 ||
+            welcome.credits < 1 || welcome.credits > max_credits)
+            throw Error("the server's accept carries no rdma_event_loop welcome (or credits outside 1.." +
+                            std::to_string(max_credits) + ")",
+                        "is the server at " + t.c.peer + " an rdma_event_loop_server?");
+        cm_ready_qp(id, qp.get());
+        check_rc(rdma_establish(id), "rdma_establish");
+        return true;
+    });
+    //! [connect]
+    Talk t{qp.get(), cq.get(), channel.get(), cm.channel.get(), buf, mr.get(), {}, {}, 0, 0, 0, args.timeout_s};
+    t.window = std::min<int>(welcome.credits, opt.count);
+    info("connected; the server grants %u credits: up to %d message(s) out at once", welcome.credits, t.window);
+
+    step(5, "post %d receive(s), then SEND %d message(s), never more out than the credits", t.window, opt.count);
+    for (int slot = 0; slot < t.window; ++slot)
+        post(t, false, slot, slot_size); // before the first SEND: an echo never finds no receive
+    //! [credits]
+    for (int i = 0; i < opt.count; ++i) {
+        // Out: sent and not echoed yet. At the window, wait for an echo: it gives its credit back.
+        wait_until(
+            t, [&] { return i - t.echoes < t.window && t.sends_busy < t.window; }, "an echo (a credit back)");
+        for (const Deadline pause = Deadline::in_ms(opt.interval_ms); !pause.expired();)
+            sleep_once(t, pause.left_ms(), "nothing (a pause before message " + std::to_string(i + 1) + ")");
+        t.sent.push_back(args.message + " #" + std::to_string(i + 1));
+        const int slot = max_credits + (i % t.window); // the oldest send slot: sends complete in order
+        std::memcpy(buf.data() + static_cast<std::size_t>(slot) * slot_size, t.sent.back().data(),
+                    t.sent.back().size());
+        post(t, true, slot, static_cast<std::uint32_t>(t.sent.back().size()));
+    }
+    //! [credits]
+    wait_until(
+        t, [&] { return t.echoes == opt.count && t.sends_busy == 0; }, "the last echo");
+    result("All %d echoes match what was sent", opt.count);
+
+    step(6, "disconnect (RDMA CM)");
+    cm_disconnect(cm, args.timeout_s);
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    ProgramSpec spec = client_spec(opt);
+    refuse_descriptor_files(spec);
+    return run_sample(spec, argc, argv, run);
+}

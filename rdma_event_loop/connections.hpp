@@ -1,0 +1,200 @@
+/**
+ * @file connections.hpp
+ * @brief rdma_event_loop's server: one client's state (its QP, credits, deadline) and what the loop
+ * does with a completion: echo a message with the receive posted again first, or finish a closing
+ * connection once its last work request has completed. server.cpp has the loop itself.
+ *
+ * Memory never grows with what clients do: --max-clients table entries, each with --credits receive
+ * slots and as many send slots of --message-size bytes, in one buffer registered once. A work
+ * request's wr_id names its entry, the entry's generation (an entry is reused by later clients: a
+ * completion of an earlier one is recognised and ignored) and its slot.
+ */
+#pragma once
+
+#include "options.hpp"
+
+#include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <chrono>
+#include <cstring>
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace event_loop {
+
+using Clock = std::chrono::steady_clock; // CLOCK_MONOTONIC, the clock of the server's timerfd
+
+/** @brief One client: its cm_id and QP, its credits, and where its life stands. */
+struct Connection {
+    rdma_samples::CmIdPtr id; ///< from its CONNECT_REQUEST; empty: the entry is free
+    rdma_samples::QpPtr qp;   ///< ours, created for it
+    std::uint32_t generation = 0;
+    int number = 0;                                    ///< connection 0, 1, 2 ... in the order clients came
+    std::string addr;                                  ///< where it connected from
+    int recvs_posted = 0;                              ///< receives on its QP: the messages it may send now
+    std::uint32_t sends_busy = 0;                      ///< one bit per send slot whose echo has not completed
+    std::deque<std::pair<int, std::uint32_t>> waiting; ///< messages (slot, length) waiting for a send slot
+    int echoed = 0;                                    ///< echoes whose SEND completed
+    bool established = false;                          ///< ESTABLISHED seen, or its first message came
+    bool peer_left = false;                            ///< its DREQ came (DISCONNECTED) before we closed
+    bool closing = false;       ///< we disconnected and moved the QP to ERR; waiting for the flushes
+    bool cm_done = false;       ///< no more CM events will come for it (DISCONNECTED seen)
+    std::string outcome;        ///< why it ended
+    Clock::time_point deadline; ///< idle bound while open; bound of the drain while closing
+};
+
+/** @brief What the whole server holds: its verbs objects, the table and the tally. */
+struct Server {
+    const rdma_samples::Args &args;
+    const ServerOptions &opt;
+    ibv_pd *pd;
+    ibv_cq *cq; ///< the one CQ of every connection
+    rdma_samples::Buffer &buf;
+    ibv_mr *mr;
+    std::vector<Connection> table; ///< --max-clients entries, made once: never more
+    int arrived = 0, served = 0, dropped = 0, open = 0, most_open = 0;
+    std::uint32_t generations = 0; ///< the last generation given to a connection
+    long long echoed = 0;
+};
+
+/** The wr_id of a work request: entry, generation and slot (receive slots first, then send slots). */
+inline std::uint64_t wr_id_of(const Connection &c, std::size_t entry, int slot)
+{
+    return (std::uint64_t{c.generation} << 32) | (entry << 8) | static_cast<std::uint64_t>(slot);
+}
+
+inline char *slot_data(const Server &s, std::size_t entry, int slot)
+{
+    const std::size_t slots = 2 * static_cast<std::size_t>(s.opt.credits);
+    return s.buf.data() + (entry * slots + static_cast<std::size_t>(slot)) * s.opt.message_size;
+}
+
+/** Post receive slot @p slot of entry @p entry: one credit more for its client. */
+inline void post_receive(Server &s, std::size_t entry, int slot)
+{
+    Connection &c = s.table[entry];
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(slot_data(s, entry, slot)),
+                static_cast<std::uint32_t>(s.opt.message_size), s.mr->lkey};
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id_of(c, entry, slot);
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    ibv_recv_wr *bad_wr = nullptr;
+    rdma_samples::check_rc(ibv_post_recv(c.qp.get(), &wr, &bad_wr), "ibv_post_recv");
+    ++c.recvs_posted;
+}
+
+/** Echo the message in receive slot @p recv_slot, if a send slot is free; else it waits its turn. */
+inline void echo(Server &s, std::size_t entry, int recv_slot, std::uint32_t len)
+{
+    Connection &c = s.table[entry];
+    int free_slot = -1;
+    for (int i = 0; i < s.opt.credits && free_slot < 0; ++i)
+        if (!(c.sends_busy & (1U << i)))
+            free_slot = i;
+    if (free_slot < 0) { // every echo still in flight (ACKs late): this message keeps its receive for now
+        c.waiting.emplace_back(recv_slot, len);
+        return;
+    }
+    //! [echo]
+    // Copy the message out and post its receive again BEFORE the echo leaves: the client may send its
+    // next message the moment the echo arrives, and that message must find a receive (no RNR NAK).
+    const int send_slot = s.opt.credits + free_slot;
+    std::memcpy(slot_data(s, entry, send_slot), slot_data(s, entry, recv_slot), len);
+    post_receive(s, entry, recv_slot);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(slot_data(s, entry, send_slot)), len, s.mr->lkey};
+    ibv_send_wr wr{};
+    wr.wr_id = wr_id_of(c, entry, send_slot);
+    wr.opcode = IBV_WR_SEND;
+    wr.sg_list = &sge;
+    wr.num_sge = 1;
+    wr.send_flags = IBV_SEND_SIGNALED; // its completion frees the send slot
+    ibv_send_wr *bad_wr = nullptr;
+    rdma_samples::check_rc(ibv_post_send(c.qp.get(), &wr, &bad_wr), "ibv_post_send(echo)");
+    c.sends_busy |= 1U << free_slot;
+    //! [echo]
+}
+
+/** Close connection @p c, for @p why: DREQ (or the DREP to its DREQ), QP to ERR; its posted work is
+ *  flushed, and release() frees the entry once the last flush has completed. */
+inline void begin_close(Server &s, Connection &c, const std::string &why)
+{
+    if (c.closing)
+        return;
+    c.closing = true;
+    c.outcome = why;
+    c.deadline = Clock::now() + std::chrono::seconds(s.args.timeout_s); // the drain is bounded too
+    if (rdma_disconnect(c.id.get()) != 0) // (a connection not up yet has nothing to disconnect)
+        c.cm_done = true;
+    rdma_samples::qp_to_error(c.qp.get()); // every receive and send still posted completes as flushed
+}
+
+/** Free @p c's entry once nothing of it is left: no work posted, no CM event to come (or -t passed). */
+inline void release_if_done(Server &s, Connection &c)
+{
+    const bool drained = c.recvs_posted == 0 && c.sends_busy == 0;
+    if (!c.closing || c.id == nullptr || !((drained && c.cm_done) || Clock::now() >= c.deadline))
+        return;
+    const bool finished = c.outcome == "the client disconnected";
+    rdma_samples::result("connection %d closed: %d message(s) echoed; %s", c.number, c.echoed, c.outcome.c_str());
+    ++s.served;
+    s.dropped += finished ? 0 : 1;
+    --s.open;
+    c.qp.reset(); // ibv_destroy_qp(): its completions are all taken (or, past -t, stale: ignored)
+    c.id.reset(); // rdma_destroy_id(): every event of it was acknowledged already
+    c.waiting.clear();
+}
+
+/** echo(), but a post that fails closes this connection only, not the server. */
+inline void echo_or_close(Server &s, std::size_t entry, int recv_slot, std::uint32_t len)
+{
+    try {
+        echo(s, entry, recv_slot, len);
+    } catch (const rdma_samples::Error &e) {
+        begin_close(s, s.table[entry], std::string("dropped: ") + e.what());
+    }
+}
+
+/** One completion from the shared CQ: find its connection by wr_id, then echo, count or close. */
+inline void on_completion(Server &s, const ibv_wc &wc)
+{
+    const std::size_t entry = (wc.wr_id >> 8) & 0xffffff;
+    const int slot = static_cast<int>(wc.wr_id & 0xff);
+    if (entry >= s.table.size() || s.table[entry].generation != (wc.wr_id >> 32) || !s.table[entry].id)
+        return; // a completion of an earlier client of this entry, released after -t: ignore it
+    Connection &c = s.table[entry];
+    const bool receive = slot < s.opt.credits;
+    if (receive)
+        --c.recvs_posted;
+    else
+        c.sends_busy &= ~(1U << (slot - s.opt.credits));
+    if (wc.status != IBV_WC_SUCCESS) { // (flushes are expected while closing)
+        begin_close(s, c,
+                    std::string("dropped: its ") + (receive ? "receive" : "echo") + " completed with " +
+                        rdma_samples::wc_status_name(wc.status) + " (" + ibv_wc_status_str(wc.status) + ")");
+    } else if (receive && !c.closing) {
+        c.established = true;
+        c.deadline = Clock::now() + std::chrono::seconds(s.args.timeout_s); // it is alive: -t again
+        echo_or_close(s, entry, slot, wc.byte_len); // byte_len <= message_size: a longer SEND fails instead
+    } else if (!receive) {
+        ++c.echoed;
+        ++s.echoed;
+        if (!c.waiting.empty() && !c.closing) {
+            const auto [next, len] = c.waiting.front();
+            c.waiting.pop_front();
+            echo_or_close(s, entry, next, len);
+        }
+    }
+    if (c.peer_left && c.sends_busy == 0 && c.waiting.empty())
+        begin_close(s, c, "the client disconnected"); // its last echo is through: answer its DREQ
+    release_if_done(s, c);
+}
+
+} // namespace event_loop

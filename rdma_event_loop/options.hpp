@@ -1,0 +1,108 @@
+/**
+ * @file options.hpp
+ * @brief rdma_event_loop's own flags and the few bytes its two programs agree on: the server's welcome,
+ * carried in the private data of its rdma_accept(), and the reason carried by its rdma_reject().
+ */
+#pragma once
+
+#include <rdma_samples/args.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace event_loop {
+
+/** @brief The server's flags (besides -d, -g, -lp, -t, -v). */
+struct ServerOptions {
+    int clients = 0;        ///< --clients: end after serving this many (0: until SIGINT or SIGTERM)
+    int max_clients = 128;  ///< --max-clients: connections at once; one more is refused
+    int credits = 4;        ///< --credits: receives posted per connection = messages a client may have out
+    int message_size = 256; ///< --message-size: bytes of each posted receive; a longer SEND fails
+};
+
+/** @brief The client's flags (besides -sa, -lp, -s, -t ...). */
+struct ClientOptions {
+    int count = 5;       ///< --count: messages to send, each echoed
+    int interval_ms = 0; ///< --interval-ms: pause before each message (a slow or idle client)
+};
+
+/** @brief The server's welcome, in its REP (rdma_accept()'s private data): how many messages a client
+ *  may have outstanding. Everything in it is checked by the client before use. */
+struct Welcome {
+    char magic[4] = {'E', 'L', 'P', '1'}; ///< "ELP1": an rdma_event_loop server, protocol 1
+    std::uint8_t credits = 0;             ///< receives the server posted for this connection
+    std::uint8_t reserved[3] = {};
+};
+static_assert(sizeof(Welcome) == 8);
+
+/** @brief The longest reason a server puts into rdma_reject()'s private data (an IB REJ has 148 bytes). */
+inline constexpr std::size_t max_reject_reason = 100;
+
+/** @brief The most credits a server grants, and so receives a client posts. */
+inline constexpr int max_credits = 16;
+
+/** @brief A flag that sets @p target to a number within [@p lo, @p hi].
+ *  @param name its long name @param help,def for --help @param target where the value goes
+ *  @param lo,hi the range @return the flag */
+inline rdma_samples::ExtraFlag number_flag(const char *name, const char *help, const char *def, int &target,
+                                           std::uint64_t lo, std::uint64_t hi)
+{
+    return {name, "N", help, def, [name, &target, lo, hi](const std::string &v) {
+                target = static_cast<int>(rdma_samples::parse_number(std::string("--") + name, v, lo, hi));
+            }};
+}
+
+/** @brief rdma_event_loop_server's command line. @param opt where the values go @return the spec */
+inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
+{
+    rdma_samples::ProgramSpec spec =
+        rdma_samples::cm_only_spec("rdma_event_loop_server", "server",
+                                   "One thread, one epoll: echo the messages of many RDMA CM "
+                                   "clients at once.");
+    spec.extra = {
+        number_flag("clients", "end after serving N clients (0: until SIGINT or SIGTERM)", "0", opt.clients, 0,
+                    1000000),
+        number_flag("max-clients", "clients connected at once; one more is refused (rdma_reject)", "128",
+                    opt.max_clients, 1, 1024),
+        number_flag("credits", "receives posted per client: messages it may have outstanding", "4", opt.credits, 1,
+                    max_credits),
+        number_flag("message-size", "bytes of each receive; a longer SEND fails the client's connection", "256",
+                    opt.message_size, 1, rdma_samples::max_message_length),
+    };
+    return spec;
+}
+
+/** @brief rdma_event_loop_client's command line. @param opt where the values go @return the spec */
+inline rdma_samples::ProgramSpec client_spec(ClientOptions &opt)
+{
+    rdma_samples::ProgramSpec spec =
+        rdma_samples::cm_only_spec("rdma_event_loop_client", "client",
+                                   "Send N messages to rdma_event_loop_server, check each echo byte for byte.");
+    spec.message_flag = 's';
+    spec.message_help = "the text of each message (\" #i\" is appended)";
+    spec.extra = {
+        number_flag("count", "messages to send, each echoed back", "5", opt.count, 1, 100000),
+        number_flag("interval-ms",
+                    "pause before each message in ms (a slow client; longer than the server's -t: "
+                    "an idle one)",
+                    "0", opt.interval_ms, 0, 3600 * 1000),
+    };
+    return spec;
+}
+
+/** @brief Refuse the descriptor-file flags with the reason: the lesson is an RDMA CM server.
+ *  @param spec the program's spec, to which -ld and -re are added as refusals */
+inline void refuse_descriptor_files(rdma_samples::ProgramSpec &spec)
+{
+    for (const char *name : {"local-descriptor-path", "remote-descriptor-path"})
+        spec.extra.push_back({name, "PATH", "refused: this program connects with RDMA CM only", "",
+                              [](const std::string &) {
+                                  throw rdma_samples::UsageError(
+                                      "descriptor files make no sense for a server of many dynamic clients: "
+                                      "rdma_event_loop connects with RDMA CM only",
+                                      "leave -ld/-re out; the server listens on -lp, each client gives -sa ADDR");
+                              },
+                              name[0] == 'l' ? "ld" : "re"});
+}
+
+} // namespace event_loop
