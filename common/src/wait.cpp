@@ -39,7 +39,9 @@ bool Deadline::expired() const
 
 int Deadline::left_ms() const
 {
-    const long long left = (at_ns_ - now_ns()) / 1'000'000;
+    // Rounded up: a poll() given what is left must not wake before the deadline, or a caller that
+    // then asks expired() would see a wait that ran out with time still on the clock.
+    const long long left = (at_ns_ - now_ns() + 999'999) / 1'000'000;
     return left > 0 ? static_cast<int>(left) : 0;
 }
 

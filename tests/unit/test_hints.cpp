@@ -109,6 +109,19 @@ TEST(Deadline, ExpiresAfterItsBoundAndRestarts)
     EXPECT_EQ(Deadline(7).timeout_s(), 7);
 }
 
+// A poll() given left_ms() must not wake before the deadline: in its last millisecond left_ms() is 1, not
+// 0 (rounded down, the file transfer once reported a -t timeout where --deadline had run out).
+TEST(Deadline, LeftIsZeroOnlyOnceExpired)
+{
+    const Deadline d = Deadline::in_ms(3);
+    while (!d.expired()) {
+        if (d.left_ms() == 0) { // (read after left_ms(): the clock only moves on)
+            EXPECT_TRUE(d.expired());
+        }
+    }
+    EXPECT_EQ(d.left_ms(), 0);
+}
+
 TEST(Deadline, TimeoutErrorSaysHowLongAndWhat)
 {
     const Error e = timeout_error(5, "the peer's file");
