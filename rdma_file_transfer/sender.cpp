@@ -57,12 +57,8 @@ void run(const Args &args, const SenderOptions &opt)
     // Like a TCP client, again while nobody listens: cm_retry() (chapter 9) gives each try a new cm_id.
     cm = cm_retry(args.cm_server(), args.timeout_s, nullptr, [&](CmTry &t) {
         rdma_cm_id *id = t.c.id.get();
-        check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr", cm_addr_hint);
-        if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the receiver's address"))
+        if (!t.resolve(dev)) // address and route (rdma_write's step 4); the device must be the one -d names
             return false;
-        check_cm_device(id, dev); // the device that reaches ADDR must be the one -d names
-        check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route", cm_route_hint);
-        t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to the receiver");
         // A CQ per try: the QP of a try that failed may leave flushed receives in its CQ.
         const std::uint32_t send_depth = max_window + 4, recv_depth = max_window + 2; // WRITEs, messages; credits
         cq.reset(check(ibv_create_cq(verbs, static_cast<int>(send_depth + recv_depth), nullptr, channel.get(), 0),

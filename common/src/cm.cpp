@@ -164,6 +164,18 @@ CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
     return expect_cm_event(c.channel.get(), expected, deadline, what, c.peer);
 }
 
+bool CmTry::resolve(const Device &dev)
+{
+    rdma_cm_id *id = c.id.get();
+    check_rc(rdma_resolve_addr(id, nullptr, dst, resolve_ms()), "rdma_resolve_addr(" + c.peer + ")", cm_addr_hint);
+    if (!event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + c.peer))
+        return false;
+    check_cm_device(id, dev);
+    check_rc(rdma_resolve_route(id, left_ms()), "rdma_resolve_route(" + c.peer + ")", cm_route_hint);
+    event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + c.peer);
+    return true;
+}
+
 void CmTry::say_route() const
 {
     if (first)
@@ -206,15 +218,9 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
     // The calls of rdma_write/requester.cpp's step 4, and one check more: the depth the server grants.
     return cm_retry(server, timeout_s, qp, [&](CmTry &t) {
         rdma_cm_id *id = t.c.id.get();
-        // 1. Address: which local device and port reach the server (like ARP plus a routing lookup).
-        check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr(" + t.c.peer + ")",
-                 cm_addr_hint);
-        if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer))
+        // 1. and 2. Address and route: which local device and port reach the server, and the path to it.
+        if (!t.resolve(dev))
             return false;
-        check_cm_device(id, dev);
-        // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
-        check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
-        t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
         t.say_route();
         // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
         rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client

@@ -15,14 +15,8 @@ CmUdPeer cm_ud_connect(const CmServerAddr &server, int timeout_s, const Device &
         server, timeout_s, nullptr,
         [&](CmTry &t) {
             rdma_cm_id *id = t.c.id.get();
-            check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr(" + t.c.peer + ")",
-                     cm_addr_hint);
-            if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer))
+            if (!t.resolve(dev)) // address and route, as for RC
                 return false;
-            check_cm_device(id, dev);
-            check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
-            expect_cm_event(t.c.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, t.deadline, "a route to " + t.c.peer,
-                            t.c.peer);
 
             rdma_conn_param param{};
             param.qp_num = qp->qp_num; // our own QP: the server learns it only from our datagrams anyway

@@ -117,6 +117,14 @@ struct CmTry {
      * @return the event, or empty: try again
      */
     CmEventPtr event(rdma_cm_event_type expected, const std::string &what);
+    /**
+     * @brief Steps 1 and 2 of every client, as rdma_write's requester writes them out: rdma_resolve_addr()
+     * and its event, the check that the device reaching the server is @p dev, rdma_resolve_route() and its
+     * event.
+     * @param dev the device this side opened
+     * @return false when the address got no answer yet (not_yet says why): return it, to try again
+     */
+    bool resolve(const Device &dev);
     /** @brief On the first try, print which device and port reach the server (once the route is resolved). */
     void say_route() const;
 };
