@@ -33,6 +33,8 @@ programs() {
     assert_line rdma_file_receiver
     assert_line rdma_event_loop_server
     assert_line rdma_event_loop_client
+    assert_line rdma_recovery_requester
+    assert_line rdma_recovery_responder
 }
 
 @test "--help exits 0 and lists every common flag with its default" {

@@ -1,0 +1,125 @@
+#!/usr/bin/env bats
+# rdma_recovery: a WRITE with a wrong rkey puts both RC QPs in the error state; the requester drains
+# the flushed work, both sides go ERR -> RESET -> INIT -> RTR -> RTS with new PSNs agreed in a second
+# round of descriptor files, and the WRITEs that did not complete are posted again. The faults: either
+# side killed in the middle of the recovery, a requester whose responder never comes; each ends within
+# its -t with an explained error.
+
+load test_helper/common
+
+setup() {
+    require_rdma_device
+    REQUESTER=$(prog rdma_recovery_requester)
+    RESPONDER=$(prog rdma_recovery_responder)
+}
+
+# wait_line NAME REGEX: wait (up to 60 s) until the peer NAME has printed a line matching REGEX.
+wait_line() {
+    for _ in {1..600}; do
+        grep -Eq "$2" "$BATS_TEST_TMPDIR/$1.out" && return 0
+        nap 0.1
+    done
+    fail "$1 never printed a line matching '$2': $(cat "$BATS_TEST_TMPDIR/$1.out")"
+}
+
+# kill_peer NAME: SIGKILL the program started with start_peer NAME (its pid file holds `timeout`).
+kill_peer() {
+    kill_program KILL "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/$1.pid")")"
+}
+
+@test "recovery: WRITE #4 with a wrong rkey; #5 and #6 flushed; both QPs back through RESET; all six written" {
+    run_pair "$RESPONDER" $(responder_paths) -t 30 -- "$REQUESTER" $(requester_paths) -t 30
+    assert_success
+    assert_line "WRITE #3: IBV_WC_SUCCESS (success)"
+    assert_line "WRITE #4: IBV_WC_REM_ACCESS_ERR (remote access error)"
+    assert_line "WRITE #5: IBV_WC_WR_FLUSH_ERR (Work Request Flushed Error)"
+    assert_line "WRITE #6: IBV_WC_WR_FLUSH_ERR (Work Request Flushed Error)"
+    assert_line --regexp '^        QP 0x[0-9a-f]{6} is in state ERR; the device.s async events: none$'
+    assert_line "step 7: our QP is in the error state: take it ERR -> RESET -> INIT"
+    assert_line --regexp '^step 5: post 3 RDMA WRITE\(s\) at once to 0x[0-9a-f]+, rkey 0x[0-9a-f]+$'
+    assert_line "WRITE #6: IBV_WC_SUCCESS (success)"
+    assert_line "Requester has written 6 WRITE(s), every one completed successfully"
+    assert_line --index -1 "Sample finished successfully"
+    grep -E 'QP 0x.* is in state ERR' <<<"$output" | sed 's/^ */# requester: /' >&3
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp '^        the goodbye.s receive: IBV_WC_WR_FLUSH_ERR; QP 0x[0-9a-f]{6} is in state ERR; the device.s async events: none$'
+    grep 'the goodbye.s receive:' <<<"$peer_output" | sed 's/^ */# responder: /' >&3
+    # Before the recovery: the three WRITEs before the bad one, nothing of #4 to #6.
+    assert_equal "$(sed -n '/^Responder memory before the recovery:/,/^step/p' <<<"$peer_output")" 'Responder memory before the recovery:
+  slot 1: "write #1"
+  slot 2: "write #2"
+  slot 3: "write #3"
+step 7: take the QP ERR -> RESET -> INIT, and post the goodbye'"'"'s receive again'
+    assert_equal "$(sed -n '/^Responder memory at the end:/,$p' <<<"$peer_output" | grep '^  slot')" '  slot 1: "write #1"
+  slot 2: "write #2"
+  slot 3: "write #3"
+  slot 4: "write #4"
+  slot 5: "write #5"
+  slot 6: "write #6"'
+    assert_peer_line --index -1 "Sample finished successfully"
+}
+
+@test "recovery: with --fail-at 0 nothing fails and nobody recovers" {
+    run_pair "$RESPONDER" $(responder_paths) -t 30 -- "$REQUESTER" $(requester_paths) -t 30 --fail-at 0 --count 2
+    assert_success
+    assert_line "WRITE #2: IBV_WC_SUCCESS (success)"
+    refute_line --partial "step 7:"
+    assert_equal "$peer_status" 0
+    refute_peer_line --partial "before the recovery"
+    assert_peer_line '  slot 2: "write #2"'
+}
+
+@test "recovery: --try-err-to-rts: the device refuses ERR -> RTS, the way through RESET works" {
+    run_pair "$RESPONDER" $(responder_paths) -t 30 -- "$REQUESTER" $(requester_paths) -t 30 --count 2 --fail-at 1 --try-err-to-rts
+    assert_success
+    assert_line --regexp '^        ibv_modify_qp\(ERR -> RTS\): '
+    grep 'ERR -> RTS' <<<"$output" | sed 's/^ */# /' >&3
+    assert_line "Requester has written 2 WRITE(s), every one completed successfully"
+    assert_equal "$peer_status" 0
+}
+
+@test "recovery: the requester killed after its RESET; the responder, its QP in ERR, ends at its -t" {
+    RDMA_SAMPLES_STOP_AT_STEP=8 start_peer requester "$REQUESTER" $(requester_paths) -t 30
+    start_peer responder "$RESPONDER" $(responder_paths) -t 5
+    wait_line requester '^step 8:'
+    kill_peer requester
+    local start=$SECONDS
+    wait_peer responder
+    assert_equal "$peer_status" 1
+    assert_peer_line --partial "responder: step 8 failed: timed out after 5 s waiting for "
+    assert_peer_line --regexp '^hint: '
+    grep -A1 'step 8 failed' <<<"$peer_output" | sed 's/^/# /' >&3
+    [ $((SECONDS - start)) -le 20 ] || fail "the responder took $((SECONDS - start)) s after the kill"
+}
+
+@test "recovery: the responder killed with its QP in ERR; the requester's new descriptor gets no answer within -t" {
+    RDMA_SAMPLES_STOP_AT_STEP=7 start_peer responder "$RESPONDER" $(responder_paths) -t 30
+    start_peer requester "$REQUESTER" $(requester_paths) -t 5
+    wait_line responder '^step 7:'
+    kill_peer responder
+    local start=$SECONDS
+    wait_peer requester
+    assert_equal "$peer_status" 1
+    assert_peer_line "WRITE #4: IBV_WC_REM_ACCESS_ERR (remote access error)"
+    assert_peer_line --partial "requester: step 8 failed: timed out after 5 s waiting for "
+    assert_peer_line --regexp '^hint: '
+    grep -A1 'step 8 failed' <<<"$peer_output" | sed 's/^/# /' >&3
+    [ $((SECONDS - start)) -le 20 ] || fail "the requester took $((SECONDS - start)) s after the kill"
+}
+
+@test "recovery: a responder that never comes: the requester ends at its -t, naming the file it waited for" {
+    local start=$SECONDS
+    run -1 --separate-stderr timeout 60 "$REQUESTER" $(requester_paths) -t 3
+    assert_regex "$stderr" "requester: step 4 failed: timed out after 3 s waiting for .*responder.desc"
+    [ $((SECONDS - start)) -le 20 ] || fail "the requester took $((SECONDS - start)) s"
+}
+
+@test "recovery: the flags: --fail-at past --count, --count over 16, a responder flag" {
+    run -2 --separate-stderr "$REQUESTER" --count 3 --fail-at 5
+    assert_equal "$stderr" "rdma_recovery_requester: --fail-at 5 is past --count 3
+hint: choose a WRITE from 1 to --count, or 0 for none"
+    run -2 --separate-stderr "$REQUESTER" --count 17
+    assert_equal "$stderr" 'rdma_recovery_requester: --count: expected a number from 1 to 16, got "17"'
+    run -2 --separate-stderr "$RESPONDER" --count 3
+    assert_equal "$stderr" 'rdma_recovery_responder: unknown flag "--count" (see --help)'
+}
