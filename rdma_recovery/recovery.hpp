@@ -1,7 +1,7 @@
 /**
  * @file recovery.hpp
  * @brief rdma_recovery's bookkeeping: its flags, the responder's slots of memory and how they are
- * printed, the names of QP states, the async events and the second round's timeout hint. The recovery itself (the flush, RESET, the new PSNs) is in
+ * printed, the async events and the second round's timeout hint. The recovery itself (the flush, RESET, the new PSNs) is in
  * requester.cpp and responder.cpp.
  */
 #pragma once
@@ -39,22 +39,6 @@ struct Options {
 inline std::string slot_text(int i)
 {
     return "write #" + std::to_string(i);
-}
-
-/** @brief The name of a QP state, as ibv_query_qp() reports it.
- *  @param state the state @return e.g. "ERR" */
-inline const char *qp_state_name(ibv_qp_state state)
-{
-    switch (state) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    default: return "unknown";
-    }
 }
 
 /**
