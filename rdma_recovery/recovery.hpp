@@ -34,6 +34,17 @@ struct Options {
     bool err_to_rts = false; ///< --try-err-to-rts: ask for ERR -> RTS first, to see the refusal
 };
 
+/** @brief rdma_recovery_client's flags (besides -sa, -lp, -t ...). */
+struct ClientOptions {
+    int count = 6;       ///< --count: messages, one per slot
+    int interval_ms = 0; ///< --interval-ms: pause before each message (time to kill the server midway)
+};
+
+/** @brief rdma_recovery_server's flags (besides -lp, -t ...). */
+struct ServerOptions {
+    int clients = 1; ///< --clients: end after this many connections, finished or broken
+};
+
 /** @brief What WRITE @p i (from 1) carries, and what slot @p i holds after it.
  *  @param i the WRITE's number @return the text */
 inline std::string slot_text(int i)
@@ -108,6 +119,42 @@ inline rdma_samples::ProgramSpec requester_spec(Options &opt)
          }},
         {"try-err-to-rts", "", "before the way through RESET, ask for ERR -> RTS directly and print the refusal", "",
          [&opt](const std::string &) { opt.err_to_rts = true; }},
+    };
+    return spec;
+}
+
+/** @brief rdma_recovery_client's command line. @param opt where the values go @return the spec */
+inline rdma_samples::ProgramSpec client_spec(ClientOptions &opt)
+{
+    rdma_samples::ProgramSpec spec = rdma_samples::cm_only_spec(
+        "rdma_recovery_client", "client",
+        "Recovery with RDMA CM, client side: N messages that survive a server killed and restarted (new cm_id, "
+        "new QP, new rkey).");
+    spec.extra = {
+        {"count", "N", "messages (RDMA WRITEs with immediate), one per slot of the server's memory", "6",
+         [&opt](const std::string &v) {
+             opt.count = static_cast<int>(rdma_samples::parse_number("--count", v, 1, max_slots));
+         }},
+        {"interval-ms", "MS", "pause before each message, watching the CM channel (a slow client)", "0",
+         [&opt](const std::string &v) {
+             opt.interval_ms = static_cast<int>(rdma_samples::parse_number("--interval-ms", v, 0, 60000));
+         }},
+    };
+    return spec;
+}
+
+/** @brief rdma_recovery_server's command line. @param opt where the values go @return the spec */
+inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
+{
+    rdma_samples::ProgramSpec spec = rdma_samples::cm_only_spec(
+        "rdma_recovery_server", "server",
+        "Recovery with RDMA CM, server side: export 16 slots, serve one client after another, each until it "
+        "disconnects or dies.");
+    spec.extra = {
+        {"clients", "N", "end after N connections, finished or broken", "1",
+         [&opt](const std::string &v) {
+             opt.clients = static_cast<int>(rdma_samples::parse_number("--clients", v, 1, 1000));
+         }},
     };
     return spec;
 }

@@ -13,7 +13,8 @@
 #   cm_only              1 for a pair that connects with RDMA CM only (file_transfer, event_loop): it is not in
 #                        pair_samples, which the tools run with descriptor files too
 #   files_only           1 for a pair that connects with descriptor files only (recovery: its RDMA CM flow
-#                        is not written yet): not in pair_samples either, which the tools run with RDMA CM too
+#                        is a pair of its own, rdma_recovery_client and _server): not in pair_samples
+#                        either, which the tools run with RDMA CM too
 pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn srq ud bench)
 
 pair() {

@@ -3,7 +3,9 @@
 # the flushed work, both sides go ERR -> RESET -> INIT -> RTR -> RTS with new PSNs agreed in a second
 # round of descriptor files, and the WRITEs that did not complete are posted again. The faults: either
 # side killed in the middle of the recovery, a requester whose responder never comes; each ends within
-# its -t with an explained error.
+# its -t with an explained error. With RDMA CM (rdma_recovery_client and _server): a session that
+# survives a server killed and restarted, a server that serves the next client after one dies.
+# Run with run-bats --cm (the RDMA CM tests need the device on an interface with an address).
 
 load test_helper/common
 
@@ -11,6 +13,9 @@ setup() {
     require_rdma_device
     REQUESTER=$(prog rdma_recovery_requester)
     RESPONDER=$(prog rdma_recovery_responder)
+    CLIENT=$(prog rdma_recovery_client)
+    SERVER=$(prog rdma_recovery_server)
+    PORT=$((20000 + RANDOM % 20000))
 }
 
 # wait_line NAME REGEX: wait (up to 60 s) until the peer NAME has printed a line matching REGEX.
@@ -136,4 +141,73 @@ hint: choose a WRITE from 1 to --count, or 0 for none"
     assert_equal "$stderr" 'rdma_recovery_requester: --count: expected a number from 1 to 16, got "17"'
     run -2 --separate-stderr "$RESPONDER" --count 3
     assert_equal "$stderr" 'rdma_recovery_responder: unknown flag "--count" (see --help)'
+}
+
+# got_lines OUTPUT: the message numbers a server printed as got, one a line.
+got_numbers() { sed -n 's/^client [0-9]*: got #\([0-9]*\): .*/\1/p' <<<"$1"; }
+
+@test "recovery -cm: four messages, each acknowledged, one connection" {
+    require_cm_addr
+    start_peer server "$SERVER" -lp "$PORT" -t 30
+    wait_listening server
+    run "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 4
+    assert_success
+    assert_line "message #4 acknowledged"
+    assert_line "All 4 message(s) acknowledged, over 1 connection(s)"
+    wait_peer server
+    assert_equal "$peer_status" 0
+    assert_peer_line 'client 1: got #4: "write #4"'
+    assert_peer_line "client 1: 4 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
+    assert_peer_line --index -1 "Sample finished successfully"
+}
+
+@test "recovery -cm: the server killed midway and restarted; the client reconnects, learns the new rkey, every message arrives once" {
+    require_cm_addr
+    start_peer server1 "$SERVER" -lp "$PORT" -t 30
+    wait_listening server1
+    start_peer client "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 6 --interval-ms 400
+    wait_line server1 '^client 1: got #3:'
+    kill_peer server1
+    wait_peer server1
+    local first=$peer_output
+    start_peer server2 "$SERVER" -lp "$PORT" -t 30
+    wait_peer client
+    assert_equal "$peer_status" 0
+    grep -E '^connection 1 broke|new: the server' <<<"$peer_output" | sed 's/^ */# /' >&3
+    assert_peer_line --regexp '^connection 1 broke at message #[4-6]: (IBV_WC_RETRY_EXC_ERR|RDMA_CM_EVENT_DISCONNECTED)$'
+    assert_peer_line --regexp 'rkey 0x[0-9a-f]+ \(new: the server registered its memory again\)$'
+    assert_peer_line "All 6 message(s) acknowledged, over 2 connection(s)"
+    local second
+    wait_peer server2
+    assert_equal "$peer_status" 0
+    second=$peer_output
+    # Every message once: the first server's and the second's, together, are 1 to 6.
+    assert_equal "$( (got_numbers "$first"; got_numbers "$second") | sort -n | tr '\n' ' ')" "1 2 3 4 5 6 "
+    echo "# first server got: $(got_numbers "$first" | tr '\n' ' '); second: $(got_numbers "$second" | tr '\n' ' ')" >&3
+}
+
+@test "recovery -cm: a client killed mid-session costs its own connection; the server serves the next one" {
+    require_cm_addr
+    start_peer server "$SERVER" -lp "$PORT" -t 30 --clients 2
+    wait_listening server
+    start_peer victim "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 16 --interval-ms 300
+    wait_line server '^client 1: got #2:'
+    kill_peer victim
+    run "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 2
+    assert_success
+    assert_line "All 2 message(s) acknowledged, over 1 connection(s)"
+    wait_peer server
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp '^client 1: [0-9]+ message\(s\); the client is gone \(RDMA_CM_EVENT_DISCONNECTED\)$'
+    grep '^client 1: [0-9]* message' <<<"$peer_output" | sed 's/^/# /' >&3
+    assert_peer_line "client 2: 2 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
+}
+
+@test "recovery -cm: a server that never comes: the client ends at its -t, saying nobody listens" {
+    require_cm_addr
+    local start=$SECONDS
+    run -1 --separate-stderr timeout 60 "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 3
+    assert_regex "$stderr" "client: step 3 failed: "
+    grep 'failed' <<<"$stderr" | sed 's/^/# /' >&3
+    [ $((SECONDS - start)) -le 20 ] || fail "the client took $((SECONDS - start)) s"
 }
