@@ -1,8 +1,9 @@
 /**
  * @file recovery.hpp
- * @brief rdma_recovery's bookkeeping: its flags, the responder's slots of memory and how they are
- * printed, the async events and the second round's timeout hint. The recovery itself (the flush, RESET, the new PSNs) is in
- * requester.cpp and responder.cpp.
+ * @brief rdma_recovery's bookkeeping: the four programs' flags, the slots of memory and how they are
+ * printed, the async events and the second round's timeout hint. The recovery itself is in the lesson
+ * files: the flush, RESET and the new PSNs in requester.cpp and responder.cpp, the reconnect in
+ * client.cpp and server.cpp.
  */
 #pragma once
 
