@@ -35,6 +35,14 @@ static void post_slot_receive(ibv_qp *qp, std::uint64_t wr_id)
     check_rc(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv");
 }
 
+/** Refuse the client of a connection request: rdma_reject(), the event acknowledged, its cm_id destroyed. */
+static void refuse(CmEventPtr request)
+{
+    CmIdPtr id(request->id); // a request's cm_id is ours to destroy, after its event is acknowledged
+    check_rc(rdma_reject(id.get(), nullptr, 0), "rdma_reject");
+    request.reset();
+}
+
 static void run(const Args &args, const ServerOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
@@ -52,11 +60,14 @@ static void run(const Args &args, const ServerOptions &opt)
     CmConnection listener = cm_listen(args.listen_port, 4);
     info("listening on port %u; serving %d client(s), one at a time", args.listen_port, opt.clients);
 
+    CmEventPtr waiting; // a client that asked while we served another: it is served next
     for (int client = 1; client <= opt.clients; ++client) {
         step(4, "client %d: its own CQ and QP, a receive per slot, accept, SEND the slots' descriptor", client);
         //! [accept]
-        CmEventPtr req = expect_cm_event(listener.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, args.timeout_s,
-                                         "a client to connect", "port " + std::to_string(args.listen_port));
+        CmEventPtr req = waiting
+                             ? std::move(waiting)
+                             : expect_cm_event(listener.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, args.timeout_s,
+                                               "a client to connect", "port " + std::to_string(args.listen_port));
         CmIdPtr id(req->id); // a connection request comes with a new cm_id: ours to destroy
         const std::string peer = addr_to_string(rdma_get_peer_addr(id.get()));
         check_cm_device(id.get(), dev);
@@ -104,9 +115,13 @@ static void run(const Args &args, const ServerOptions &opt)
             } else if (cm_event_ready(listener.channel.get(), 10)) {
                 rdma_cm_event *raw = nullptr;
                 check_rc(rdma_get_cm_event(listener.channel.get(), &raw), "rdma_get_cm_event");
-                const CmEventPtr ev(raw);
+                CmEventPtr ev(raw);
                 if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) { // one client at a time: the next one waits
-                    check_rc(rdma_reject(ev->id, nullptr, 0), "rdma_reject");
+                    if (!waiting) {
+                        waiting = std::move(ev); // kept, not acknowledged yet: answered after this client
+                        continue;
+                    }
+                    refuse(std::move(ev)); // a third one
                     continue;
                 }
                 why = "the client is gone (" + cm_event_name(ev->event) + ")"; // its DREQ, or its kernel's
@@ -125,6 +140,8 @@ static void run(const Args &args, const ServerOptions &opt)
         result("client %d: %d message(s); %s", client, messages, why.c_str());
         //! [close]
     }
+    if (waiting)
+        refuse(std::move(waiting)); // it came after the last client we serve
     print_slots(buf.data(), "at the end");
 }
 

@@ -203,6 +203,23 @@ got_numbers() { sed -n 's/^client [0-9]*: got #\([0-9]*\): .*/\1/p' <<<"$1"; }
     assert_peer_line "client 2: 2 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
 }
 
+@test "recovery -cm: a second client that asks while the first is served waits, and is served next" {
+    require_cm_addr
+    start_peer server "$SERVER" -lp "$PORT" -t 30 --clients 2
+    wait_listening server
+    start_peer first "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 4 --interval-ms 400
+    wait_line server '^client 1: got #1:'
+    run "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 2
+    assert_success
+    assert_line "All 2 message(s) acknowledged, over 1 connection(s)"
+    wait_peer first
+    assert_equal "$peer_status" 0
+    wait_peer server
+    assert_equal "$peer_status" 0
+    assert_peer_line "client 1: 4 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
+    assert_peer_line "client 2: 2 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
+}
+
 @test "recovery -cm: a server that never comes: the client ends at its -t, saying nobody listens" {
     require_cm_addr
     local start=$SECONDS
