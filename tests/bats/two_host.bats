@@ -280,7 +280,9 @@ cm_paths() {
     # And 200 WRITEs of 4 KiB (4 packets each) at 5%: the pairs alone put about 200 RC packets on the
     # link, and in about one run in a hundred none of them was lost (CI, 2026-11-25: "retransmission
     # counters on host B: 0"). With the bench the counters show retransmissions every time.
+    # rdma_recovery too: a lost NAK or ACK around its failed WRITE and its reset must not matter.
     { lossy_batch 'loss 1%'; lossy_batch 'loss 5%'
+        echo "recovery --netem 'loss 1%' --timeout 30"; echo "recovery --netem 'loss 5%' --timeout 30"
         echo "bench --netem 'loss 5%' --timeout 30 -- --op write --mode bw --size 4096 --iters 200 --warmup 0"; } \
         >"$BATS_TEST_TMPDIR/batch"
     run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
