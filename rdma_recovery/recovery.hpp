@@ -56,12 +56,13 @@ inline std::string slot_text(int i)
 /**
  * @brief Print the responder's slots: the text in each, or "(empty)". Slots are zero-filled at start,
  * and what lands in one is a WRITE's bytes: printed quoted and bounded by the slot.
+ * @param owner  whose memory, e.g. "Responder"
  * @param memory the exported buffer, max_slots x slot_size bytes
  * @param when   e.g. "before the recovery"
  */
-inline void print_slots(const char *memory, const char *when)
+inline void print_slots(const char *owner, const char *memory, const char *when)
 {
-    rdma_samples::result("Responder memory %s:", when);
+    rdma_samples::result("%s memory %s:", owner, when);
     int last = max_slots; // slots after the last written one are not printed
     while (last > 0 && memory[(last - 1) * slot_size] == '\0')
         --last;

@@ -65,7 +65,7 @@ static void run(const Args &args)
              wc_status_name(wc.status), qp->qp_num, qp_state_name(attr.qp_state),
              async_events_or_none(dev.ctx.get()).c_str());
         //! [flushed]
-        print_slots(buf.data(), "before the recovery");
+        print_slots("Responder", buf.data(), "before the recovery");
 
         step(7, "take the QP ERR -> RESET -> INIT, and post the goodbye's receive again");
         //! [reset]
@@ -100,7 +100,7 @@ static void run(const Args &args)
     }
 
     step(9, "the goodbye arrived: every WRITE before it is in our memory");
-    print_slots(buf.data(), "at the end");
+    print_slots("Responder", buf.data(), "at the end");
     close_as_responder(exchange, args.timeout_s);
 }
 

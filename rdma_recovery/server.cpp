@@ -142,7 +142,7 @@ static void run(const Args &args, const ServerOptions &opt)
     }
     if (waiting)
         refuse(std::move(waiting)); // it came after the last client we serve
-    print_slots(buf.data(), "at the end");
+    print_slots("Server", buf.data(), "at the end");
 }
 
 int main(int argc, char **argv)

@@ -158,6 +158,8 @@ got_numbers() { sed -n 's/^client [0-9]*: got #\([0-9]*\): .*/\1/p' <<<"$1"; }
     assert_equal "$peer_status" 0
     assert_peer_line 'client 1: got #4: "write #4"'
     assert_peer_line "client 1: 4 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
+    assert_peer_line "Server memory at the end:"
+    assert_peer_line '  slot 4: "write #4"'
     assert_peer_line --index -1 "Sample finished successfully"
 }
 

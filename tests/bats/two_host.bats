@@ -559,3 +559,23 @@ $(cat "$TRACE/$n/$side.out")"
         assert_peer_line --regexp "^Got from sender: \"SRQ client $i\", connection [0-3]$"
     done
 }
+
+@test "two hosts: rdma_recovery, descriptor files: WRITE #4 refused, both QPs reset, the second round of files crosses too" {
+    on_host_a "$(prog rdma_recovery_responder)" $(responder_on_a)
+    on_host_b "$(prog rdma_recovery_requester)" $(requester_on_b)
+    assert_success
+    assert_line "WRITE #4: IBV_WC_REM_ACCESS_ERR (remote access error)"
+    assert_line "Requester has written 6 WRITE(s), every one completed successfully"
+    assert_equal "$peer_status" 0
+    assert_peer_line '  slot 6: "write #6"'
+}
+
+@test "two hosts: rdma_recovery with RDMA CM: a server on host A, a client on host B" {
+    on_host_a "$(prog rdma_recovery_server)" -lp "$PORT" -t 60
+    on_host_b "$(prog rdma_recovery_client)" -sa 10.77.0.1 -lp "$PORT" -t 60 --count 4
+    assert_success
+    assert_line "All 4 message(s) acknowledged, over 1 connection(s)"
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp '^ +client 1 from 10\.77\.0\.2 port [0-9]+: connected, slots sent'
+    assert_peer_line "client 1: 4 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
+}
