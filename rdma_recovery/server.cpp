@@ -43,6 +43,36 @@ static void refuse(CmEventPtr request)
     request.reset();
 }
 
+/** A CONNECT_REQUEST that comes while a client is served waits its turn in @p waiting (a second one is
+ *  refused). @param ev the event @param waiting the request served next @return false for another event */
+static bool park(CmEventPtr &ev, CmEventPtr &waiting)
+{
+    if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
+        return false;
+    if (waiting)
+        refuse(std::move(ev));
+    else
+        waiting = std::move(ev); // kept, not acknowledged yet: answered after this client
+    return true;
+}
+
+/** Wait (bounded) until the client just accepted is ESTABLISHED (its RTU). @return "" then, else why not */
+static std::string wait_established(rdma_event_channel *ch, int timeout_s, CmEventPtr &waiting)
+{
+    for (const Deadline deadline(timeout_s);;) {
+        if (!cm_event_ready(ch, deadline.left_ms()))
+            return "no RTU within " + std::to_string(timeout_s) + " s (-t)";
+        rdma_cm_event *raw = nullptr;
+        check_rc(rdma_get_cm_event(ch, &raw), "rdma_get_cm_event");
+        CmEventPtr ev(raw);
+        if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
+            return "";
+        const std::string name = cm_event_name(ev->event);
+        if (!park(ev, waiting))
+            return "the client is gone before its connection was established (" + name + ")";
+    }
+}
+
 static void run(const Args &args, const ServerOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
@@ -80,17 +110,18 @@ static void run(const Args &args, const ServerOptions &opt)
         rdma_conn_param param = cm_conn_param(qp.get());
         check_rc(rdma_accept(id.get(), &param), "rdma_accept");
         req.reset();
-        expect_cm_event(listener.channel.get(), RDMA_CM_EVENT_ESTABLISHED, args.timeout_s, "the client's RTU", peer);
+        std::string why = wait_established(listener.channel.get(), args.timeout_s, waiting); // why it ended
         Completions completions(cq.get());
-        exported.nonce = new_nonce();
-        send_descriptor(pd.get(), qp.get(), completions, format_descriptor(exported), args.timeout_s);
-        info("client %d from %s: connected, slots sent (rkey 0x%x)", client, peer.c_str(), exported.rkey);
+        if (why.empty()) {
+            exported.nonce = new_nonce();
+            send_descriptor(pd.get(), qp.get(), completions, format_descriptor(exported), args.timeout_s);
+            info("client %d from %s: connected, slots sent (rkey 0x%x)", client, peer.c_str(), exported.rkey);
+        }
         //! [accept]
 
         step(5, "serve client %d: each receive's immediate names the slot a WRITE filled", client);
         //! [serve]
         int messages = 0;
-        std::string why; // why the connection ended
         auto take = [&](const ibv_wc &wc) {
             if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
                 why = std::string("a completion with ") + wc_status_name(wc.status);
@@ -116,15 +147,10 @@ static void run(const Args &args, const ServerOptions &opt)
                 rdma_cm_event *raw = nullptr;
                 check_rc(rdma_get_cm_event(listener.channel.get(), &raw), "rdma_get_cm_event");
                 CmEventPtr ev(raw);
-                if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) { // one client at a time: the next one waits
-                    if (!waiting) {
-                        waiting = std::move(ev); // kept, not acknowledged yet: answered after this client
-                        continue;
-                    }
-                    refuse(std::move(ev)); // a third one
+                const std::string name = cm_event_name(ev->event);
+                if (park(ev, waiting) || ev->id != id.get()) // one client at a time: the next one waits
                     continue;
-                }
-                why = "the client is gone (" + cm_event_name(ev->event) + ")"; // its DREQ, or its kernel's
+                why = "the client is gone (" + name + ")"; // its DREQ, or its kernel's
                 while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
                     take(wc); // what arrived before its DREQ
             } else if (idle.expired()) {
