@@ -12,10 +12,13 @@
 #   cm_req_args          what each of those is given (an RDMA CM client makes one connection)
 #   cm_only              1 for a pair that connects with RDMA CM only (file_transfer, event_loop): it is not in
 #                        pair_samples, which the tools run with descriptor files too
+#   files_only           1 for a pair that connects with descriptor files only (recovery: its RDMA CM flow
+#                        is a pair of its own, rdma_recovery_client and _server): not in pair_samples
+#                        either, which the tools run with RDMA CM too
 pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn srq ud bench)
 
 pair() {
-    exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=() cm_only=0
+    exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=() cm_only=0 files_only=0
     case "$1" in
     write) resp=rdma_write/rdma_write_responder req=rdma_write/rdma_write_requester
         req_args=(-w "Hello from the requester!") ;;
@@ -41,6 +44,8 @@ pair() {
     event_loop) resp=rdma_event_loop/rdma_event_loop_server req=rdma_event_loop/rdma_event_loop_client exports=0
         cm_only=1 resp_args=(--clients 2) cm_clients=2 req_args=(--count 3 -s "an echoed message")
         cm_req_args=("${req_args[@]}") ;;
+    recovery) resp=rdma_recovery/rdma_recovery_responder req=rdma_recovery/rdma_recovery_requester files_only=1
+        req_args=(--count 6 --fail-at 4) ;;
     *) return 1 ;;
     esac
     [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")
@@ -61,8 +66,8 @@ json_strings() {
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     set -euo pipefail
     pair "${1:?usage: tests/pairs.bash SAMPLE}" || exit 1
-    printf '{"resp": "%s", "req": "%s", "exports": %s, "cm_clients": %s, "cm_only": %s, ' "$resp" "$req" "$exports" \
-        "$cm_clients" "$cm_only"
+    printf '{"resp": "%s", "req": "%s", "exports": %s, "cm_clients": %s, "cm_only": %s, "files_only": %s, ' "$resp" "$req" \
+        "$exports" "$cm_clients" "$cm_only" "$files_only"
     printf '"resp_args": %s, "req_args": %s, "cm_req_args": %s}\n' "$(json_strings "${resp_args[@]}")" \
         "$(json_strings "${req_args[@]}")" "$(json_strings "${cm_req_args[@]}")"
 fi

@@ -102,6 +102,8 @@ def scenario(d, build, args):
     if lose and sample == "ud":
         usage_error("--lose-cm: ud's RDMA CM makes no connection (a SIDR lookup, no REQ ... DREP)")
     cm = cm or bool(p.get("cm_only")) or bool(lose)  # (file_transfer: RDMA CM only, with or without --cm)
+    if cm and p.get("files_only"):
+        usage_error(f"{sample} connects with descriptor files only: leave out --cm and --lose-cm")
     if cm and kill:
         usage_error("--kill-responder works with descriptor files, not --cm")
     if cm and spoil:

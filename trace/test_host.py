@@ -91,6 +91,7 @@ class Prepare(unittest.TestCase):
             (["write", "--timeout", "0"], "trace: --timeout takes 1 to 999 seconds\n"),
             (["write", "--netem", "loss 5%; reboot"], 'trace: --netem takes a netem spec such as "loss 5%"\n'),
             (["write", "read"], "trace: one sample at a time (got 'write' and 'read')\n"),
+            (["recovery", "--cm"], "trace: recovery connects with descriptor files only: leave out --cm and --lose-cm\n"),
             (["write", "--lose-cm", "ACK"], "trace: --lose-cm takes REQ, REP, RTU, DREQ, DREP\n"),
             (["ud", "--lose-cm", "REQ"], "trace: --lose-cm: ud's RDMA CM makes no connection (a SIDR lookup, "
                                          "no REQ ... DREP)\n"),

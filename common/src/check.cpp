@@ -145,6 +145,21 @@ const char *wc_opcode_name(ibv_wc_opcode opcode)
     }
 }
 
+const char *qp_state_name(ibv_qp_state state)
+{
+    switch (state) {
+    case IBV_QPS_RESET: return "RESET";
+    case IBV_QPS_INIT: return "INIT";
+    case IBV_QPS_RTR: return "RTR";
+    case IBV_QPS_RTS: return "RTS";
+    case IBV_QPS_SQD: return "SQD";
+    case IBV_QPS_SQE: return "SQE";
+    case IBV_QPS_ERR: return "ERR";
+    case IBV_QPS_UNKNOWN: break;
+    }
+    return "unknown";
+}
+
 void fail_errno(const std::string &call, int err, const std::string &hint)
 {
     trace("%s failed: %s (errno %d)", call.c_str(), std::strerror(err), err);

@@ -33,6 +33,10 @@ programs() {
     assert_line rdma_file_receiver
     assert_line rdma_event_loop_server
     assert_line rdma_event_loop_client
+    assert_line rdma_recovery_requester
+    assert_line rdma_recovery_responder
+    assert_line rdma_recovery_client
+    assert_line rdma_recovery_server
 }
 
 @test "--help exits 0 and lists every common flag with its default" {
@@ -45,7 +49,7 @@ programs() {
         done
         assert_output --partial "(default: 30)"
         case $p in
-        rdma_file_*) # RDMA CM only: no descriptor files
+        rdma_file_* | rdma_recovery_client | rdma_recovery_server) # RDMA CM only: no descriptor files
             assert_output --partial -- "-lp, --listen-port PORT"
             refute_output --partial -- "--local-descriptor-path" ;;
         rdma_event_loop_*) # RDMA CM only: the descriptor flags are there to be refused with the reason

@@ -280,7 +280,9 @@ cm_paths() {
     # And 200 WRITEs of 4 KiB (4 packets each) at 5%: the pairs alone put about 200 RC packets on the
     # link, and in about one run in a hundred none of them was lost (CI, 2026-11-25: "retransmission
     # counters on host B: 0"). With the bench the counters show retransmissions every time.
+    # rdma_recovery too: a lost NAK or ACK around its failed WRITE and its reset must not matter.
     { lossy_batch 'loss 1%'; lossy_batch 'loss 5%'
+        echo "recovery --netem 'loss 1%' --timeout 30"; echo "recovery --netem 'loss 5%' --timeout 30"
         echo "bench --netem 'loss 5%' --timeout 30 -- --op write --mode bw --size 4096 --iters 200 --warmup 0"; } \
         >"$BATS_TEST_TMPDIR/batch"
     run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
@@ -556,4 +558,24 @@ $(cat "$TRACE/$n/$side.out")"
     for i in 0 1 2 3; do
         assert_peer_line --regexp "^Got from sender: \"SRQ client $i\", connection [0-3]$"
     done
+}
+
+@test "two hosts: rdma_recovery, descriptor files: WRITE #4 refused, both QPs reset, the second round of files crosses too" {
+    on_host_a "$(prog rdma_recovery_responder)" $(responder_on_a)
+    on_host_b "$(prog rdma_recovery_requester)" $(requester_on_b)
+    assert_success
+    assert_line "WRITE #4: IBV_WC_REM_ACCESS_ERR (remote access error)"
+    assert_line "Requester has written 6 WRITE(s), every one completed successfully"
+    assert_equal "$peer_status" 0
+    assert_peer_line '  slot 6: "write #6"'
+}
+
+@test "two hosts: rdma_recovery with RDMA CM: a server on host A, a client on host B" {
+    on_host_a "$(prog rdma_recovery_server)" -lp "$PORT" -t 60
+    on_host_b "$(prog rdma_recovery_client)" -sa 10.77.0.1 -lp "$PORT" -t 60 --count 4
+    assert_success
+    assert_line "All 4 message(s) acknowledged, over 1 connection(s)"
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp '^ +client 1 from 10\.77\.0\.2 port [0-9]+: connected, slots sent'
+    assert_peer_line "client 1: 4 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
 }

@@ -25,7 +25,7 @@ memcheck() {
 # clean_pair SAMPLE: run the pair with descriptor files, each side under memcheck (-t 60: memcheck is
 # slow); both must succeed with an empty error summary.
 clean_pair() {
-    local resp req exports resp_args req_args cm_clients cm_req_args cm_only m=() vg vg_resp
+    local resp req exports resp_args req_args cm_clients cm_req_args cm_only files_only m=() vg vg_resp
     pair "$1"
     [ "$exports" = 0 ] || m=(-m "$BATS_TEST_TMPDIR/resource.desc")
     if [ "$1" = bench ]; then resp_args+=(--size 4096 --iters 20 --verify) req_args+=(--size 4096 --iters 20 --verify); fi
@@ -63,11 +63,12 @@ assert_clean() {
 @test "valgrind: rdma_srq (a shared receive queue), both sides clean" { clean_pair srq; }
 @test "valgrind: rdma_ud, both sides clean" { clean_pair ud; }
 @test "valgrind: rdma_bench, both sides clean" { clean_pair bench; }
+@test "valgrind: rdma_recovery (a WRITE refused, both QPs reset), both sides clean" { clean_pair recovery; }
 
 # rdma_file_transfer connects with RDMA CM only (run-bats --cm): the receiver, a ring of 2 slots of 4 KiB,
 # the sender, a 12 KiB file, so that the credit loop goes round.
 @test "valgrind: rdma_file_transfer (RDMA CM), both sides clean" {
-    local resp req exports resp_args req_args cm_clients cm_req_args cm_only vg vg_resp port=$((20000 + RANDOM % 20000))
+    local resp req exports resp_args req_args cm_clients cm_req_args cm_only files_only vg vg_resp port=$((20000 + RANDOM % 20000))
     require_cm_addr
     pair file_transfer
     memcheck responder
@@ -78,4 +79,16 @@ assert_clean() {
         -o "$BATS_TEST_TMPDIR/copy" -- "${vg[@]}" "$BUILD/$req" -sa "$CM_ADDR" -lp "$port" -t 60 "$BATS_TEST_TMPDIR/file"
     assert_clean
     cmp "$BATS_TEST_TMPDIR/file" "$BATS_TEST_TMPDIR/copy"
+}
+
+# rdma_recovery's RDMA CM pair: the server for one client, the client's three messages.
+@test "valgrind: rdma_recovery with RDMA CM (its server and client), both sides clean" {
+    local vg vg_resp port=$((20000 + RANDOM % 20000))
+    require_cm_addr
+    memcheck responder
+    vg_resp=("${vg[@]}")
+    memcheck requester
+    PEER_TIMEOUT=300 cm_pair "${vg_resp[@]}" "$BUILD/rdma_recovery/rdma_recovery_server" -lp "$port" -t 60 -- \
+        "${vg[@]}" "$BUILD/rdma_recovery/rdma_recovery_client" -sa "$CM_ADDR" -lp "$port" -t 60 --count 3
+    assert_clean
 }

@@ -229,17 +229,7 @@ const char *qp_state_name(ibv_qp *qp)
     ibv_qp_init_attr init{};
     if (ibv_query_qp(qp, &attr, IBV_QP_STATE, &init) != 0)
         return "unknown";
-    switch (attr.qp_state) {
-    case IBV_QPS_RESET: return "RESET";
-    case IBV_QPS_INIT: return "INIT";
-    case IBV_QPS_RTR: return "RTR";
-    case IBV_QPS_RTS: return "RTS";
-    case IBV_QPS_SQD: return "SQD";
-    case IBV_QPS_SQE: return "SQE";
-    case IBV_QPS_ERR: return "ERR";
-    case IBV_QPS_UNKNOWN: break;
-    }
-    return "unknown";
+    return rdma_samples::qp_state_name(attr.qp_state);
 }
 
 /** The command line: -d, -g and -t, checked as the samples check them. */

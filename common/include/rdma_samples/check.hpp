@@ -69,6 +69,13 @@ const char *wc_status_name(ibv_wc_status status);
 const char *wc_opcode_name(ibv_wc_opcode opcode);
 
 /**
+ * @brief The name of a QP state, as ibv_query_qp() reports it, e.g. "ERR".
+ * @param state the state
+ * @return its name
+ */
+const char *qp_state_name(ibv_qp_state state);
+
+/**
  * @brief Throw an Error for @p call failing with @p err, with the errno text and its hint.
  * @param call description of the call, including the arguments that matter
  * @param err  errno value

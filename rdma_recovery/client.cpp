@@ -1,0 +1,154 @@
+/**
+ * @file client.cpp
+ * @brief Recovery with RDMA CM, client side: a session of --count messages that survives a server
+ * killed and restarted.
+ *
+ * Each message is an RDMA WRITE with immediate into the server's slot i (the immediate names i). Its
+ * successful completion is the server's acknowledgement: the bytes are in the server's memory. When the
+ * connection breaks (the server's DREQ gives DISCONNECTED, or a WRITE fails: IBV_WC_RETRY_EXC_ERR when
+ * the server's QP is gone), the client does not reset its QP as requester.cpp does: a cm_id is not
+ * reusable after a disconnect, so it destroys the cm_id, the QP and the CQ, makes new ones and
+ * connects again, with a bounded exponential backoff while nobody listens (-t bounds the whole
+ * reconnect). The restarted server registered its memory again: the client learns the new rkey from
+ * the server's first SEND, and resumes with the first message not acknowledged.
+ */
+#include "recovery.hpp"
+
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
+
+#include <arpa/inet.h>
+
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+using namespace rdma_samples;
+using namespace recovery;
+
+static void run(const Args &args, const ClientOptions &opt)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args.device, args.gid_index);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+
+    step(2, "register %d source slots of %zu bytes (no access flags: the device only reads them)", opt.count,
+         slot_size);
+    Buffer buf(max_slots * slot_size);
+    for (int i = 1; i <= opt.count; ++i)
+        std::memcpy(buf.data() + (i - 1) * slot_size, slot_text(i).data(), slot_text(i).size());
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), 0), "ibv_reg_mr"));
+
+    int next = 1; // the first message not acknowledged: where a new connection resumes
+    std::uint32_t last_rkey = 0;
+    for (int connection = 1;; ++connection) {
+        step(3, "connection %d: a new CQ and QP, a new cm_id; connect (backoff while nobody listens, -t in all)",
+             connection);
+        //! [connect]
+        CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
+        QpPtr qp = create_rc_qp(pd.get(), cq.get());
+        qp_to_init(qp.get(), dev, 0);
+        Completions completions(cq.get());
+        DescriptorReceive slots(pd.get(), qp.get()); // the server SENDs its slots' descriptor at once
+        int backoff_ms = 100;                        // doubled after each refused try, at most 1.6 s
+        CmConnection cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &t) {
+            rdma_cm_id *id = t.c.id.get();
+            check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr", cm_addr_hint);
+            if (t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer)) {
+                check_cm_device(id, dev);
+                check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route", cm_route_hint);
+                t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
+                rdma_conn_param param = cm_conn_param(qp.get());
+                check_rc(rdma_connect(id, &param), "rdma_connect");
+                if (t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept")) {
+                    cm_ready_qp(id, qp.get());
+                    check_rc(rdma_establish(id), "rdma_establish");
+                    return true;
+                }
+            }
+            // Nobody there yet: wait a little longer each time (cm_retry() adds 200 ms), never past -t.
+            std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, t.left_ms())));
+            backoff_ms = std::min(2 * backoff_ms, 1600);
+            return false;
+        });
+        //! [connect]
+        //! [rkey]
+        const ResourceDescriptor remote =
+            parse_resource_descriptor(slots.wait(completions, args.timeout_s), "the server's SEND", ResourceKind::mmap);
+        if (remote.length < static_cast<std::uint32_t>(opt.count) * slot_size ||
+            !(remote.access & IBV_ACCESS_REMOTE_WRITE))
+            throw Error("the server exports " + std::to_string(remote.length) + " bytes, access " +
+                            access_to_string(remote.access) + ": not " + std::to_string(opt.count) + " writable slots",
+                        "is the server at -sa an rdma_recovery_server?");
+        info("connected; the server's slots: addr 0x%llx, rkey 0x%x%s", static_cast<unsigned long long>(remote.addr),
+             remote.rkey,
+             last_rkey && remote.rkey != last_rkey ? " (new: the server registered its memory again)" : "");
+        last_rkey = remote.rkey;
+        //! [rkey]
+
+        step(4, "WRITE with immediate, messages #%d to #%d, one at a time: each completion is an acknowledgement", next,
+             opt.count);
+        std::string broke; // why the connection ended, or empty
+        //! [session]
+        for (; next <= opt.count && broke.empty(); ++next) {
+            // A pause (a slow client), watching the CM channel: a server that goes away says DISCONNECTED.
+            if (cm_event_ready(cm.channel.get(), opt.interval_ms)) {
+                rdma_cm_event *raw = nullptr;
+                check_rc(rdma_get_cm_event(cm.channel.get(), &raw), "rdma_get_cm_event");
+                const CmEventPtr ev(raw);
+                broke = cm_event_name(ev->event);
+                break;
+            }
+            ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data() + (next - 1) * slot_size),
+                        static_cast<std::uint32_t>(slot_text(next).size()), mr->lkey};
+            ibv_send_wr wr{};
+            wr.wr_id = static_cast<std::uint64_t>(next);
+            wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM; // the bytes into slot #next, and a receive consumed there
+            wr.imm_data = htonl(static_cast<std::uint32_t>(next));
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            wr.send_flags = IBV_SEND_SIGNALED;
+            wr.wr.rdma.remote_addr = remote.addr + static_cast<std::uint64_t>(next - 1) * slot_size;
+            wr.wr.rdma.rkey = remote.rkey;
+            ibv_send_wr *bad_wr = nullptr;
+            check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE_WITH_IMM)");
+            const ibv_wc wc =
+                completions.poll_for(wr.wr_id, args.timeout_s, "the completion of message #" + std::to_string(next));
+            if (wc.status != IBV_WC_SUCCESS) {
+                broke = wc_status_name(wc.status);
+                break; // not acknowledged: the next connection sends it again
+            }
+            result("message #%d acknowledged", next);
+        }
+        //! [session]
+        if (broke.empty()) {
+            step(5, "every message acknowledged; disconnect");
+            cm_disconnect(cm, args.timeout_s);
+            result("All %d message(s) acknowledged, over %d connection(s)", opt.count, connection);
+            return;
+        }
+        result("connection %d broke at message #%d: %s", connection, next, broke.c_str());
+        if (connection > max_recoveries)
+            throw Error("the connection broke " + std::to_string(connection) + " times",
+                        "the server keeps failing: its output says why");
+        //! [teardown]
+        // The old connection is finished: its QP to ERR (what is still posted is flushed), its cm_id
+        // destroyed (a cm_id that saw DISCONNECTED cannot connect again); QP and CQ go at the end of
+        // this iteration, in reverse order of creation.
+        qp_to_error(qp.get());
+        cm.id.reset();
+        //! [teardown]
+    }
+}
+
+int main(int argc, char **argv)
+{
+    ClientOptions opt;
+    return run_sample(client_spec(opt), argc, argv, [&](const Args &args) { run(args, opt); });
+}

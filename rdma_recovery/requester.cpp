@@ -1,0 +1,163 @@
+/**
+ * @file requester.cpp
+ * @brief Recovery, requester side: a QP in the error state brought back, and the work finished.
+ *
+ * The requester posts --count RDMA WRITEs into the responder's slots; WRITE #--fail-at carries a
+ * wrong rkey. The responder's device refuses it (a NAK), which on RC ends the connection for both
+ * QPs: ours completes that WRITE with IBV_WC_REM_ACCESS_ERR and flushes every request behind it
+ * (IBV_WC_WR_FLUSH_ERR); the responder's QP goes to ERR too. A QP in ERR never sends again. The way
+ * back (IBTA): drain every completion, ERR -> RESET -> INIT -> RTR -> RTS, with new PSNs agreed with
+ * the peer, who does the same; then post again what did not complete. Chapter 17 explains each step.
+ */
+#include "recovery.hpp"
+
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/descriptor_file.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/exchange.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
+
+#include <cstring>
+#include <vector>
+
+using namespace rdma_samples;
+using namespace recovery;
+
+static void run(const Args &args, const Options &opt)
+{
+    if (opt.fail_at > opt.count)
+        throw UsageError("--fail-at " + std::to_string(opt.fail_at) + " is past --count " + std::to_string(opt.count),
+                         "choose a WRITE from 1 to --count, or 0 for none");
+    const std::string peer = "the responder (rdma_recovery_responder)";
+
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args.device, args.gid_index);
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+
+    step(2, "register %d source slots of %zu bytes (no access flags: the device only reads them)", opt.count,
+         slot_size);
+    Buffer buf(max_slots * slot_size);
+    for (int i = 1; i <= opt.count; ++i)
+        std::memcpy(buf.data() + (i - 1) * slot_size, slot_text(i).data(), slot_text(i).size());
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), 0), "ibv_reg_mr"));
+
+    step(3, "create a completion queue and an RC queue pair, and move the QP to INIT");
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), cq_entries(QpCaps{}), nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_rc_qp(pd.get(), cq.get());
+    qp_to_init(qp.get(), dev, 0); // we only initiate: the responder may do nothing to our memory
+    Completions completions(cq.get());
+
+    step(4, "publish our connection descriptor, wait for the responder's answer and its slots, move the QP to RTS");
+    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, peer, 0, ResourceKind::mmap);
+    const ResourceDescriptor remote = exchange.resource;
+    if (remote.length < static_cast<std::uint32_t>(opt.count) * slot_size || !(remote.access & IBV_ACCESS_REMOTE_WRITE))
+        throw Error("the responder exports " + std::to_string(remote.length) + " bytes, access " +
+                        access_to_string(remote.access) + ": not " + std::to_string(opt.count) + " writable slots",
+                    "run rdma_recovery_responder on the other side, or a smaller --count");
+    std::uint64_t peer_nonce = remote.nonce; // our next descriptor answers the responder's last one
+
+    std::vector<int> pending; // WRITEs not known to be done: posted again after a recovery
+    for (int i = 1; i <= opt.count; ++i)
+        pending.push_back(i);
+    for (int recoveries = 0;; ++recoveries) {
+        step(5, "post %zu RDMA WRITE(s) at once to 0x%llx, rkey 0x%x", pending.size(),
+             static_cast<unsigned long long>(remote.addr), remote.rkey);
+        //! [post]
+        for (int i : pending) {
+            ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data() + (i - 1) * slot_size),
+                        static_cast<std::uint32_t>(slot_text(i).size()), mr->lkey};
+            ibv_send_wr wr{};
+            wr.wr_id = static_cast<std::uint64_t>(i);
+            wr.opcode = IBV_WR_RDMA_WRITE;
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            wr.send_flags = IBV_SEND_SIGNALED; // signal every one: each completion says what became of it
+            wr.wr.rdma.remote_addr = remote.addr + static_cast<std::uint64_t>(i - 1) * slot_size;
+            wr.wr.rdma.rkey = remote.rkey;
+            if (i == opt.fail_at && recoveries == 0) {
+                wr.wr.rdma.rkey = remote.rkey ^ 0xff; // (demonstration) a key the responder never handed out
+                info("WRITE #%d carries the wrong rkey 0x%x", i, wr.wr.rdma.rkey);
+            }
+            ibv_send_wr *bad_wr = nullptr;
+            check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE #" + std::to_string(i) + ")");
+        }
+        //! [post]
+
+        step(6, "drain the completion queue: every WRITE completes, done, failed or flushed");
+        //! [drain]
+        // One completion per signaled request, in the order they were posted (one send queue). After
+        // the first failure the QP is in ERR: everything behind it is flushed, never sent. A flushed
+        // WRITE may or may not have reached the peer's memory (IBTA): only a success says it did.
+        std::vector<int> failed;
+        for (int i : pending) {
+            const ibv_wc wc = completions.poll_for(static_cast<std::uint64_t>(i), args.timeout_s,
+                                                   "the completion of WRITE #" + std::to_string(i));
+            result("WRITE #%d: %s (%s)", i, wc_status_name(wc.status), ibv_wc_status_str(wc.status));
+            if (wc.status != IBV_WC_SUCCESS)
+                failed.push_back(i);
+        }
+        //! [drain]
+        pending = failed;
+        if (pending.empty())
+            break;
+        if (recoveries == max_recoveries)
+            throw Error(std::to_string(pending.size()) + " WRITE(s) still failed after " +
+                            std::to_string(max_recoveries) + " recoveries",
+                        "the statuses above say why; a peer that refuses every try is not coming back");
+
+        step(7, "our QP is in the error state: take it ERR -> RESET -> INIT");
+        //! [reset]
+        ibv_qp_attr attr{};
+        ibv_qp_init_attr init_attr{};
+        check_rc(ibv_query_qp(qp.get(), &attr, IBV_QP_STATE, &init_attr), "ibv_query_qp(STATE)");
+        info("QP 0x%06x is in state %s; the device's async events: %s", qp->qp_num, qp_state_name(attr.qp_state),
+             async_events_or_none(dev.ctx.get()).c_str());
+        if (opt.err_to_rts) { // (demonstration) the shortcut the IBTA does not allow
+            attr = {};
+            attr.qp_state = IBV_QPS_RTS;
+            const int rc = ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE);
+            info("ibv_modify_qp(ERR -> RTS): %s",
+                 rc == 0 ? "accepted (this device goes beyond the IBTA)" : std::strerror(rc > 0 ? rc : errno));
+        }
+        // RESET forgets everything the QP knew about its peer (QPN, PSNs, path) and every request still
+        // queued, without a completion: that is why the CQ was drained first. The QP keeps its number.
+        attr = {};
+        attr.qp_state = IBV_QPS_RESET;
+        check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE), "ibv_modify_qp(RESET)");
+        qp_to_init(qp.get(), dev, 0);
+        //! [reset]
+
+        step(8, "agree new PSNs: publish a new descriptor, wait for the responder's answer, move RTR -> RTS");
+        //! [reconnect]
+        // A fresh PSN, so that a packet of the old connection still on the wire cannot pass for a new
+        // one. The descriptor answers the responder's last nonce: the responder takes no stale file.
+        const std::uint32_t psn = random_psn();
+        ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, new_nonce());
+        local.peer_nonce = peer_nonce;
+        write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
+        info("wrote %s: QPN 0x%06x, new PSN 0x%06x", args.local_descriptor_path.c_str(), local.qp_num, psn);
+        const ConnectionDescriptor answer = wait_with_hint(
+            {args.remote_descriptor_path, peer, args.timeout_s, local.nonce},
+            "the responder never answered our new descriptor: is it still running? (killed, or its QP did not "
+            "fail and it still waits for the goodbye; its output says which)");
+        info("peer: QPN 0x%06x, new PSN 0x%06x", answer.qp_num, answer.psn);
+        peer_nonce = answer.nonce;
+        qp_to_rtr(qp.get(), dev, answer);
+        qp_to_rts(qp.get(), psn);
+        //! [reconnect]
+    }
+    result("Requester has written %d WRITE(s), every one completed successfully", opt.count);
+
+    step(9, "say goodbye with a zero-length SEND: on RC it arrives after the WRITEs");
+    say_goodbye(qp.get(), completions, args.timeout_s);
+}
+
+int main(int argc, char **argv)
+{
+    Options opt;
+    const ProgramSpec spec = requester_spec(opt);
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+}
