@@ -59,11 +59,7 @@ static void run(const Args &args, const ClientOptions &opt)
         int backoff_ms = 100;                        // doubled after each refused try, at most 1.6 s
         CmConnection cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &t) {
             rdma_cm_id *id = t.c.id.get();
-            check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr", cm_addr_hint);
-            if (t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer)) {
-                check_cm_device(id, dev);
-                check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route", cm_route_hint);
-                t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
+            if (t.resolve(dev)) { // address and route (rdma_write's step 4 writes them out)
                 rdma_conn_param param = cm_conn_param(qp.get());
                 check_rc(rdma_connect(id, &param), "rdma_connect");
                 if (t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept")) {
