@@ -27,8 +27,6 @@ using namespace event_loop;
 
 namespace {
 
-ServerOptions opt;
-
 /** The nearest deadline: a connection's (idle, or its drain), or, with --clients and nobody
  *  connected, the end of the wait for the next client. */
 Clock::time_point nearest_deadline(const Server &s, Clock::time_point quiet_until, bool &any)
@@ -37,13 +35,13 @@ Clock::time_point nearest_deadline(const Server &s, Clock::time_point quiet_unti
     for (const Connection &c : s.table)
         if (c.id)
             when = std::min(when, c.deadline);
-    if (s.open == 0 && opt.clients > 0)
+    if (s.open == 0 && s.opt.clients > 0)
         when = std::min(when, quiet_until);
     any = when != Clock::time_point::max();
     return when;
 }
 
-void run(const Args &args)
+void run(const Args &args, const ServerOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -134,7 +132,8 @@ void run(const Args &args)
 
 int main(int argc, char **argv)
 {
+    ServerOptions opt;
     ProgramSpec spec = server_spec(opt);
     refuse_descriptor_files(spec);
-    return run_sample(spec, argc, argv, run);
+    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

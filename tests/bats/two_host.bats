@@ -579,3 +579,19 @@ $(cat "$TRACE/$n/$side.out")"
     assert_peer_line --regexp '^ +client 1 from 10\.77\.0\.2 port [0-9]+: connected, slots sent'
     assert_peer_line "client 1: 4 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
 }
+
+@test "two hosts: rdma_event_loop, one server thread on host A echoes for 8 clients on host B at once" {
+    on_host_a "$(prog rdma_event_loop_server)" -lp "$PORT" -t 60 --clients 8
+    on_host_b bash -c '
+        pids=()
+        for i in 0 1 2 3 4 5 6 7; do "$1" -sa 10.77.0.1 -lp "$2" -t 60 --count 5 -s "from host B, client $i" & pids+=($!); done
+        status=0
+        for p in "${pids[@]}"; do wait "$p" || status=1; done
+        exit $status' _ "$(prog rdma_event_loop_client)" "$PORT"
+    assert_success
+    assert_line 'echo 5: "from host B, client 7 #5" (24 bytes), byte for byte as sent'
+    assert_equal "$(grep -c '^All 5 echoes match what was sent$' <<<"$output")" 8
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp "^connection [0-7] established from 10\.77\.0\.2 port [0-9]+$"
+    assert_peer_line --partial "Served 8 client(s): 8 finished, 0 dropped; 40 message(s) echoed"
+}

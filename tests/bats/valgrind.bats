@@ -92,3 +92,15 @@ assert_clean() {
         "${vg[@]}" "$BUILD/rdma_recovery/rdma_recovery_client" -sa "$CM_ADDR" -lp "$port" -t 60 --count 3
     assert_clean
 }
+
+# rdma_event_loop: the server for one client, the client's three echoes.
+@test "valgrind: rdma_event_loop (its server and client), both sides clean" {
+    local vg vg_resp port=$((20000 + RANDOM % 20000))
+    require_cm_addr
+    memcheck responder
+    vg_resp=("${vg[@]}")
+    memcheck requester
+    PEER_TIMEOUT=300 cm_pair "${vg_resp[@]}" "$BUILD/rdma_event_loop/rdma_event_loop_server" -lp "$port" -t 60 \
+        --clients 1 -- "${vg[@]}" "$BUILD/rdma_event_loop/rdma_event_loop_client" -sa "$CM_ADDR" -lp "$port" -t 60 --count 3
+    assert_clean
+}
