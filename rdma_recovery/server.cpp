@@ -94,6 +94,7 @@ static void run(const Args &args, const ServerOptions &opt)
     for (int client = 1; client <= opt.clients; ++client) {
         step(4, "client %d: its own CQ and QP, a receive per slot, accept, SEND the slots' descriptor", client);
         //! [accept]
+        const bool waited = static_cast<bool>(waiting);
         CmEventPtr req = waiting
                              ? std::move(waiting)
                              : expect_cm_event(listener.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, args.timeout_s,
@@ -106,9 +107,21 @@ static void run(const Args &args, const ServerOptions &opt)
         qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE);
         for (int slot = 1; slot <= max_slots; ++slot)
             post_slot_receive(qp.get(), static_cast<std::uint64_t>(slot));
-        cm_ready_qp(id.get(), qp.get());
-        rdma_conn_param param = cm_conn_param(qp.get());
-        check_rc(rdma_accept(id.get(), &param), "rdma_accept");
+        try {
+            cm_ready_qp(id.get(), qp.get());
+            rdma_conn_param param = cm_conn_param(qp.get());
+            check_rc(rdma_accept(id.get(), &param), "rdma_accept");
+        } catch (const Error &e) {
+            if (!waited)
+                throw;
+            // Its client gave up while it waited (its connect timed out; its CM sent a REJ). The kernel
+            // drops the events of a request not yet accepted ("the accept will just fail later", says
+            // drivers/infiniband/core/ucma.c): this failure is how the server learns it.
+            info("a client that waited its turn is gone: %s", e.what());
+            req.reset(); // acknowledged before its cm_id is destroyed
+            --client;    // the turn goes to the next one
+            continue;
+        }
         req.reset();
         std::string why = wait_established(listener.channel.get(), args.timeout_s, waiting); // why it ended
         Completions completions(cq.get());

@@ -13,8 +13,8 @@
 #   cm_only              1 for a pair that connects with RDMA CM only (file_transfer, event_loop): it is not in
 #                        pair_samples, which the tools run with descriptor files too
 #   files_only           1 for a pair that connects with descriptor files only (recovery: its RDMA CM flow
-#                        is a pair of its own, rdma_recovery_client and _server): not in pair_samples
-#                        either, which the tools run with RDMA CM too
+#                        is a pair of its own, recovery_cm): not in pair_samples either, which the tools
+#                        run with RDMA CM too
 pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn srq ud bench)
 
 pair() {
@@ -46,6 +46,8 @@ pair() {
         cm_req_args=("${req_args[@]}") ;;
     recovery) resp=rdma_recovery/rdma_recovery_responder req=rdma_recovery/rdma_recovery_requester files_only=1
         req_args=(--count 6 --fail-at 4) ;;
+    recovery_cm) resp=rdma_recovery/rdma_recovery_server req=rdma_recovery/rdma_recovery_client exports=0 cm_only=1
+        req_args=(--count 6 --interval-ms 300) ;;
     *) return 1 ;;
     esac
     [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")

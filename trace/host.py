@@ -52,6 +52,7 @@ def pair(sample):
 def scenario(d, build, args):
     """Parse one scenario's command line (ARGS) and write what the VMs run into folder D."""
     sample, cm, spoil, kill, timeout, netem, lose, extra_resp, flags = None, False, False, False, "10", "", "", [], []
+    restart, restart_when = "", ""
     i = 0
     while i < len(args):
         arg = args[i]
@@ -67,6 +68,16 @@ def scenario(d, build, args):
             spoil = True
         elif arg == "--kill-responder":
             kill = True
+        elif arg == "--restart-responder":
+            if not value or "\n" in value:
+                usage_error("--restart-responder needs TEXT, a part of one line the responder prints")
+            restart = value
+            i += 1
+        elif arg == "--restart-when":
+            if not value or "\n" in value:
+                usage_error("--restart-when needs TEXT, a part of one line the requester prints")
+            restart_when = value
+            i += 1
         elif arg == "--netem":
             if not re.fullmatch(r"[a-z0-9.% ]+", value or ""):
                 usage_error('--netem takes a netem spec such as "loss 5%"')
@@ -108,6 +119,10 @@ def scenario(d, build, args):
         usage_error("--kill-responder works with descriptor files, not --cm")
     if cm and spoil:
         usage_error("--spoil-rkey works with descriptor files, not --cm")
+    if restart_when and not restart:
+        usage_error("--restart-when goes with --restart-responder")
+    if restart and not cm:
+        usage_error("--restart-responder works with RDMA CM (--cm): a restarted responder writes new descriptor files nobody reads")
     if not p["exports"] and spoil:
         usage_error(f"--spoil-rkey: {sample} exports no memory (no rkey)")
     resp, req = os.path.join(build, p["resp"]), os.path.join(build, p["req"])
@@ -145,12 +160,13 @@ def scenario(d, build, args):
     for name, wanted in (("spoil", spoil), ("kill", kill), ("cm", cm)):
         if wanted:
             open(os.path.join(d, name), "w").close()
-    for name, value in (("netem", netem), ("lose", lose and f"{lose} 0x{CM_LOSABLE[lose]:04x}")):
+    for name, value in (("netem", netem), ("lose", lose and f"{lose} 0x{CM_LOSABLE[lose]:04x}"), ("restart", restart and f"{restart}\n{restart_when}")):
         if value:
             with open(os.path.join(d, name), "w") as f:
                 f.write(value + "\n")
     title = sample + (" (RDMA CM)" if cm else "") + (f", link: netem {netem}" if netem else "") + \
-        (f", link: every other CM {lose} lost" if lose else "")
+        (f", link: every other CM {lose} lost" if lose else "") + \
+        (f", responder killed and started again after \"{restart}\"" if restart else "")
     with open(os.path.join(d, "names"), "w") as f:
         f.write(f"{os.path.basename(resp)}\n{os.path.basename(req)}\n{title}\n")
 

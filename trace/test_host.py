@@ -30,7 +30,8 @@ class Prepare(unittest.TestCase):
         # A build folder with the programs trace checks for (only that they exist and run).
         self.build = os.path.join(self.tmp.name, "build")
         for program in ("rdma_write/rdma_write_requester", "rdma_send_receive/rdma_send",
-                        "rdma_multi_conn/rdma_multi_conn_send", "rdma_file_transfer/rdma_file_sender"):
+                        "rdma_multi_conn/rdma_multi_conn_send", "rdma_file_transfer/rdma_file_sender",
+                        "rdma_recovery/rdma_recovery_client"):
             path = os.path.join(self.build, program)
             os.makedirs(os.path.dirname(path), exist_ok=True)
             with open(path, "w") as f:
@@ -84,6 +85,18 @@ class Prepare(unittest.TestCase):
         self.assertEqual(q[-1], "/etc/services")
         self.assertTrue(os.path.exists(os.path.join(self.out, "1", "cm")))
 
+    def test_a_restarted_responder_and_when(self):
+        done = run("prepare", self.out, self.build, "--", "recovery_cm", "--restart-responder", "got #3:",
+                   "--restart-when", "nobody listens")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(os.path.join(self.out, "1", "restart")) as f:
+            self.assertEqual(f.read(), "got #3:\nnobody listens\n")  # what side A waits for, in that order
+        q = command(os.path.join(self.out, "1", "requester.cmd"))
+        self.assertEqual(q[-4:], ["--count", "6", "--interval-ms", "300"])
+        with open(os.path.join(self.out, "1", "names")) as f:
+            self.assertEqual(f.read().splitlines()[2],
+                             'recovery_cm (RDMA CM), responder killed and started again after "got #3:"')
+
     def test_bad_scenarios_are_usage_errors(self):
         for args, message in [
             (["send_receive", "--spoil-rkey"], "trace: --spoil-rkey: send_receive exports no memory (no rkey)\n"),
@@ -92,6 +105,9 @@ class Prepare(unittest.TestCase):
             (["write", "--netem", "loss 5%; reboot"], 'trace: --netem takes a netem spec such as "loss 5%"\n'),
             (["write", "read"], "trace: one sample at a time (got 'write' and 'read')\n"),
             (["recovery", "--cm"], "trace: recovery connects with descriptor files only: leave out --cm and --lose-cm\n"),
+            (["write", "--restart-responder", "x"], "trace: --restart-responder works with RDMA CM (--cm): a "
+                                                    "restarted responder writes new descriptor files nobody reads\n"),
+            (["write", "--cm", "--restart-when", "x"], "trace: --restart-when goes with --restart-responder\n"),
             (["write", "--lose-cm", "ACK"], "trace: --lose-cm takes REQ, REP, RTU, DREQ, DREP\n"),
             (["ud", "--lose-cm", "REQ"], "trace: --lose-cm: ud's RDMA CM makes no connection (a SIDR lookup, "
                                          "no REQ ... DREP)\n"),

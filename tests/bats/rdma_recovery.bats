@@ -222,6 +222,28 @@ got_numbers() { sed -n 's/^client [0-9]*: got #\([0-9]*\): .*/\1/p' <<<"$1"; }
     assert_peer_line "client 2: 2 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
 }
 
+@test "recovery -cm: a client that gives up while it waits its turn is forgotten; the server serves the next one" {
+    require_cm_addr
+    start_peer server "$SERVER" -lp "$PORT" -t 30 --clients 2
+    wait_listening server
+    start_peer first "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 4 --interval-ms 1500
+    wait_line server '^client 1: got #1:'
+    # Its REQ waits unanswered; at its -t it gives up, and its CM sends the server's a REJ.
+    run -1 --separate-stderr timeout 60 "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 2 --count 1
+    assert_regex "$stderr" "client: step 3 failed: "
+    wait_peer first
+    assert_equal "$peer_status" 0
+    # Its turn: the accept of its stale request fails, and the server waits for another client.
+    wait_line server 'a client that waited its turn is gone'
+    run "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 2
+    assert_success
+    wait_peer server
+    assert_equal "$peer_status" 0
+    grep 'waited its turn' <<<"$peer_output" | sed 's/^ */# /' >&3
+    assert_peer_line "client 1: 4 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
+    assert_peer_line "client 2: 2 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
+}
+
 @test "recovery -cm: a server that never comes: the client ends at its -t, saying nobody listens" {
     require_cm_addr
     local start=$SECONDS

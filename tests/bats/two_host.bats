@@ -324,9 +324,12 @@ cm_paths() {
     # And 200 WRITEs of 4 KiB (4 packets each) at 5%: the pairs alone put about 200 RC packets on the
     # link, and in about one run in a hundred none of them was lost (CI, 2026-11-25: "retransmission
     # counters on host B: 0"). With the bench the counters show retransmissions every time.
-    # rdma_recovery too: a lost NAK or ACK around its failed WRITE and its reset must not matter.
+    # rdma_recovery too: a lost NAK or ACK around its failed WRITE and its reset must not matter; nor,
+    # with RDMA CM, a lost packet around the server's restart (its DREQ, the client's REQs, the REJ).
     { lossy_batch 'loss 1%'; lossy_batch 'loss 5%'
         echo "recovery --netem 'loss 1%' --timeout 30"; echo "recovery --netem 'loss 5%' --timeout 30"
+        echo "recovery_cm --netem 'loss 1%' --timeout 30 --restart-responder 'client 1: got #3:'"
+        echo "recovery_cm --netem 'loss 5%' --timeout 30 --restart-responder 'client 1: got #3:'"
         echo "bench --netem 'loss 5%' --timeout 30 -- --op write --mode bw --size 4096 --iters 200 --warmup 0"; } \
         >"$BATS_TEST_TMPDIR/batch"
     run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
@@ -335,6 +338,13 @@ cm_paths() {
     every_scenario_succeeded
     retransmitted
     cm_paths
+    # Each restarted server: its client reconnected once and had every message acknowledged.
+    local names restarted=0
+    for names in $(grep -l '^recovery_cm' "$TRACE"/*/names); do
+        said "$(basename "$(dirname "$names")")" requester "All 6 message(s) acknowledged, over 2 connection(s)"
+        restarted=$((restarted + 1))
+    done
+    assert_equal "$restarted" 2
 }
 
 @test "two hosts: 100% loss: the requester fails with an explained retry error, within -t, and so does the responder" {
