@@ -2,6 +2,8 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
 
+#include <sys/resource.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -20,7 +22,8 @@ struct ErrnoHint {
 
 constexpr ErrnoHint errno_hints[] = {
     {"ibv_reg_mr", ENOMEM,
-     "the locked-memory limit is too low for this region; check `ulimit -l` (raise it in /etc/security/limits.conf) or run as root"},
+     "the locked-memory limit is too low for this region (registration pins its pages); raise it (`ulimit -l`, "
+     "or memlock in /etc/security/limits.conf) or run with CAP_IPC_LOCK (root)"},
     {"ibv_reg_mr", EINVAL,
      "the access flags are not allowed together (remote write needs local write) or the buffer is invalid"},
     {"ibv_reg_mr", EOPNOTSUPP,
@@ -106,11 +109,21 @@ constexpr WcInfo wc_table[] = {
 
 } // namespace
 
+std::string memlock_limit()
+{
+    rlimit lim{};
+    if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0)
+        return "RLIMIT_MEMLOCK: unknown";
+    auto kib = [](rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v / 1024) + " KiB"; };
+    return "RLIMIT_MEMLOCK here: " + kib(lim.rlim_cur) + " (hard limit " + kib(lim.rlim_max) + ")";
+}
+
 std::string hint_for_errno(const std::string &call, int err)
 {
     for (const auto &row : errno_hints) {
         if (row.err == err && std::string_view(call).substr(0, row.call.size()) == row.call)
-            return std::string(row.hint);
+            // ENOMEM from a registration: say what the limit is, so the reader knows what to raise.
+            return std::string(row.hint) + (err == ENOMEM && call.starts_with("ibv_reg_mr") ? "; " + memlock_limit() : "");
     }
     return "see the man page of " + call.substr(0, call.find('(')) + " for what this error means here";
 }

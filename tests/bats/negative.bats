@@ -26,6 +26,16 @@ setup() {
     assert_peer_line --index -1 "Sample finished with errors"
 }
 
+@test "a registration over the locked-memory limit fails with ENOMEM, and the hint names the limit" {
+    # No pinned memory allowed (ulimit -l 0). Root (as in the VM) holds CAP_IPC_LOCK, which lifts the
+    # limit: setpriv drops it first.
+    run -1 --separate-stderr bash -c 'ulimit -l 0 || exit 99
+        if [ "$(id -u)" = 0 ]; then exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@"; fi
+        exec "$@"' _ "$RESPONDER" $(responder_paths) -t 2
+    assert_regex "$stderr" "responder: step [0-9]+ failed: ibv_reg_mr.*: Cannot allocate memory \(errno 12\)"
+    assert_regex "$stderr" "hint: the locked-memory limit is too low .*RLIMIT_MEMLOCK here: 0 KiB"
+}
+
 @test "a requester whose responder never starts times out within -t, naming the file it waited for" {
     local start=$SECONDS
     run -1 --separate-stderr "$REQUESTER" $(requester_paths) -t 2

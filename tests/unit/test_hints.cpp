@@ -1,4 +1,6 @@
 /** @file test_hints.cpp @brief The hint table and the errors built from it. */
+#include <sys/resource.h>
+
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/text.hpp>
@@ -40,6 +42,23 @@ TEST(Hints, ErrnoTableMatchesCallAndErrno)
     EXPECT_NE(hint_for_errno("ibv_modify_qp(RTS)", EINVAL).find("state"), std::string::npos);
     EXPECT_NE(hint_for_errno("ibv_create_ah(::ffff:10.77.0.99)", ETIMEDOUT).find("ARP"), std::string::npos);
     EXPECT_NE(hint_for_errno("ibv_frobnicate", EBADF).find("man page of ibv_frobnicate"), std::string::npos);
+}
+
+TEST(Hints, RegistrationOutOfMemoryNamesTheLockedMemoryLimit)
+{
+    rlimit saved{};
+    ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &saved), 0);
+    rlimit low = saved;
+    low.rlim_cur = 64 * 1024; // lowering the soft limit needs no privilege
+    if (saved.rlim_max != RLIM_INFINITY && saved.rlim_max < low.rlim_cur)
+        low.rlim_cur = saved.rlim_max;
+    ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &low), 0);
+    const std::string hint = hint_for_errno("ibv_reg_mr(descriptor send)", ENOMEM);
+    const std::string other = hint_for_errno("ibv_create_qp", ENOMEM);
+    ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &saved), 0);
+    EXPECT_NE(hint.find("RLIMIT_MEMLOCK here: " + std::to_string(low.rlim_cur / 1024) + " KiB"), std::string::npos)
+        << hint;
+    EXPECT_EQ(other.find("RLIMIT_MEMLOCK"), std::string::npos) << other; // only a registration pins memory
 }
 
 TEST(Check, ErrorsCarryCallErrnoAndHint)

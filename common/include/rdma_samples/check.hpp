@@ -48,6 +48,12 @@ private:
 std::string hint_for_errno(const std::string &call, int err);
 
 /**
+ * @brief The locked-memory limit of this process, for the hint of a registration that failed with ENOMEM.
+ * @return e.g. "RLIMIT_MEMLOCK here: 8192 KiB (hard limit 8192 KiB)"
+ */
+std::string memlock_limit();
+
+/**
  * @brief The hint for a completion status, from the one table.
  * @param status a work completion status other than IBV_WC_SUCCESS
  * @return one line of advice, never empty
