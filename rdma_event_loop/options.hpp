@@ -41,17 +41,6 @@ inline constexpr std::size_t max_reject_reason = 100;
 /** @brief The most credits a server grants, and so receives a client posts. */
 inline constexpr int max_credits = 16;
 
-/** @brief A flag that sets @p target to a number within [@p lo, @p hi].
- *  @param name its long name @param help,def for --help @param target where the value goes
- *  @param lo,hi the range @return the flag */
-inline rdma_samples::ExtraFlag number_flag(const char *name, const char *help, const char *def, int &target,
-                                           std::uint64_t lo, std::uint64_t hi)
-{
-    return {name, "N", help, def, [name, &target, lo, hi](const std::string &v) {
-                target = static_cast<int>(rdma_samples::parse_number(std::string("--") + name, v, lo, hi));
-            }};
-}
-
 /** @brief rdma_event_loop_server's command line. @param opt where the values go @return the spec */
 inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
 {
@@ -60,14 +49,15 @@ inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
                                    "One thread, one epoll: echo the messages of many RDMA CM "
                                    "clients at once.");
     spec.extra = {
-        number_flag("clients", "end after serving N clients (0: until SIGINT or SIGTERM)", "0", opt.clients, 0,
-                    1000000),
-        number_flag("max-clients", "clients connected at once; one more is refused (rdma_reject)", "128",
-                    opt.max_clients, 1, 1024),
-        number_flag("credits", "receives posted per client: messages it may have outstanding", "4", opt.credits, 1,
-                    max_credits),
-        number_flag("message-size", "bytes of each receive; a longer SEND fails the client's connection", "256",
-                    opt.message_size, 1, rdma_samples::max_message_length),
+        rdma_samples::int_flag("clients", "N", "end after serving N clients (0: until SIGINT or SIGTERM)", "0",
+                               opt.clients, 0, 1000000),
+        rdma_samples::int_flag("max-clients", "N", "clients connected at once; one more is refused (rdma_reject)",
+                               "128", opt.max_clients, 1, 1024),
+        rdma_samples::int_flag("credits", "N", "receives posted per client: messages it may have outstanding", "4",
+                               opt.credits, 1, max_credits),
+        rdma_samples::int_flag("message-size", "BYTES",
+                               "bytes of each receive; a longer SEND fails the client's connection", "256",
+                               opt.message_size, 1, rdma_samples::max_message_length),
     };
     return spec;
 }
@@ -81,11 +71,11 @@ inline rdma_samples::ProgramSpec client_spec(ClientOptions &opt)
     spec.message_flag = 's';
     spec.message_help = "the text of each message (\" #i\" is appended)";
     spec.extra = {
-        number_flag("count", "messages to send, each echoed back", "5", opt.count, 1, 100000),
-        number_flag("interval-ms",
-                    "pause before each message in ms (a slow client; longer than the server's -t: "
-                    "an idle one)",
-                    "0", opt.interval_ms, 0, 3600 * 1000),
+        rdma_samples::int_flag("count", "N", "messages to send, each echoed back", "5", opt.count, 1, 100000),
+        rdma_samples::int_flag("interval-ms", "MS",
+                               "pause before each message in ms (a slow client; longer than the server's -t: "
+                               "an idle one)",
+                               "0", opt.interval_ms, 0, 3600 * 1000),
     };
     return spec;
 }

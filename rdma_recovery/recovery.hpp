@@ -111,14 +111,11 @@ inline rdma_samples::ProgramSpec requester_spec(Options &opt)
                                    .summary = "Recovery, requester side: RDMA WRITEs, one on purpose with a wrong "
                                               "rkey; drain the flushes, bring both QPs back, write the rest."};
     spec.extra = {
-        {"count", "N", "RDMA WRITEs to post, one per slot of the responder's memory", "6",
-         [&opt](const std::string &v) {
-             opt.count = static_cast<int>(rdma_samples::parse_number("--count", v, 1, max_slots));
-         }},
-        {"fail-at", "K", "post WRITE #K with a wrong rkey: it fails, the ones behind it are flushed (0: none)", "4",
-         [&opt](const std::string &v) {
-             opt.fail_at = static_cast<int>(rdma_samples::parse_number("--fail-at", v, 0, max_slots));
-         }},
+        rdma_samples::int_flag("count", "N", "RDMA WRITEs to post, one per slot of the responder's memory", "6",
+                               opt.count, 1, max_slots),
+        rdma_samples::int_flag("fail-at", "K",
+                               "post WRITE #K with a wrong rkey: it fails, the ones behind it are flushed (0: none)",
+                               "4", opt.fail_at, 0, max_slots),
         {"try-err-to-rts", "", "before the way through RESET, ask for ERR -> RTS directly and print the refusal", "",
          [&opt](const std::string &) { opt.err_to_rts = true; }},
     };
@@ -133,14 +130,12 @@ inline rdma_samples::ProgramSpec client_spec(ClientOptions &opt)
         "Recovery with RDMA CM, client side: N messages that survive a server killed and restarted (new cm_id, "
         "new QP, new rkey).");
     spec.extra = {
-        {"count", "N", "messages (RDMA WRITEs with immediate), one per slot of the server's memory", "6",
-         [&opt](const std::string &v) {
-             opt.count = static_cast<int>(rdma_samples::parse_number("--count", v, 1, max_slots));
-         }},
-        {"interval-ms", "MS", "pause before each message, watching the CM channel (a slow client)", "0",
-         [&opt](const std::string &v) {
-             opt.interval_ms = static_cast<int>(rdma_samples::parse_number("--interval-ms", v, 0, 60000));
-         }},
+        rdma_samples::int_flag("count", "N",
+                               "messages (RDMA WRITEs with immediate), one per slot of the server's memory", "6",
+                               opt.count, 1, max_slots),
+        rdma_samples::int_flag("interval-ms", "MS",
+                               "pause before each message, watching the CM channel (a slow client)", "0",
+                               opt.interval_ms, 0, 60000),
     };
     return spec;
 }
@@ -153,10 +148,8 @@ inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
         "Recovery with RDMA CM, server side: export 16 slots, serve one client after another, each until it "
         "disconnects or dies.");
     spec.extra = {
-        {"clients", "N", "end after N connections, finished or broken", "1",
-         [&opt](const std::string &v) {
-             opt.clients = static_cast<int>(rdma_samples::parse_number("--clients", v, 1, 1000));
-         }},
+        rdma_samples::int_flag("clients", "N", "end after N connections, finished or broken", "1", opt.clients, 1,
+                               1000),
     };
     return spec;
 }

@@ -32,12 +32,10 @@ inline void add_srq_options(ProgramSpec &spec, SrqOptions &opt)
                           "half the SRQ", [&opt](const std::string &v) {
                               opt.limit = static_cast<std::uint32_t>(parse_number("--srq-limit", v, 1, 1u << 24));
                           }});
-    spec.extra.push_back({"srq-hold-ms", "MS",
-                          "demonstration: keep the SRQ empty this long after the senders "
-                          "connect, so their SENDs meet RNR NAKs (descriptor files only)",
-                          "", [&opt](const std::string &v) {
-                              opt.hold_ms = static_cast<int>(parse_number("--srq-hold-ms", v, 1, 60000));
-                          }});
+    spec.extra.push_back(int_flag("srq-hold-ms", "MS",
+                                  "demonstration: keep the SRQ empty this long after the senders "
+                                  "connect, so their SENDs meet RNR NAKs (descriptor files only)",
+                                  "", opt.hold_ms, 1, 60000));
 }
 
 /** The flags must fit together, -nc and the device; a bad combination is a usage error (exit 2). */

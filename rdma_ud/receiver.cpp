@@ -190,9 +190,7 @@ int main(int argc, char **argv)
     spec.extra.push_back(iters_flag(opt.iters, "datagrams expected"));
     spec.extra.push_back(qkey_flag("the Q_Key our QP accepts (ignored with -cm, which uses RDMA_UDP_QKEY 0x01234567)",
                                    "0x11111111", [&](std::uint32_t qkey) { opt.qkey = qkey; }));
-    spec.extra.push_back({"receives", "N", "demonstration: post only N receives, fewer than the datagrams", "--iters",
-                          [&](const std::string &v) {
-                              opt.receives = static_cast<int>(parse_number("--receives", v, 1, max_datagrams));
-                          }});
+    spec.extra.push_back(int_flag("receives", "N", "demonstration: post only N receives, fewer than the datagrams",
+                                  "--iters", opt.receives, 1, max_datagrams));
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

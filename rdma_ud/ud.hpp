@@ -66,8 +66,7 @@ inline UdDescriptor publish_descriptor(const std::string &path, const Device &de
  *  @return the flag */
 inline ExtraFlag iters_flag(int &iters, const std::string &help)
 {
-    return {"iters", "N", help, "3",
-            [&iters](const std::string &v) { iters = static_cast<int>(parse_number("--iters", v, 1, max_datagrams)); }};
+    return int_flag("iters", "N", help, "3", iters, 1, max_datagrams);
 }
 
 /** @brief The hint of every failure of `rdma_ud_send --op`, whatever the device answers. */

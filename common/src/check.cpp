@@ -114,7 +114,9 @@ std::string memlock_limit()
     rlimit lim{};
     if (getrlimit(RLIMIT_MEMLOCK, &lim) != 0)
         return "RLIMIT_MEMLOCK: unknown";
-    auto kib = [](rlim_t v) { return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v / 1024) + " KiB"; };
+    auto kib = [](rlim_t v) {
+        return v == RLIM_INFINITY ? std::string("unlimited") : std::to_string(v / 1024) + " KiB";
+    };
     return "RLIMIT_MEMLOCK here: " + kib(lim.rlim_cur) + " (hard limit " + kib(lim.rlim_max) + ")";
 }
 
@@ -123,7 +125,8 @@ std::string hint_for_errno(const std::string &call, int err)
     for (const auto &row : errno_hints) {
         if (row.err == err && std::string_view(call).substr(0, row.call.size()) == row.call)
             // ENOMEM from a registration: say what the limit is, so the reader knows what to raise.
-            return std::string(row.hint) + (err == ENOMEM && call.starts_with("ibv_reg_mr") ? "; " + memlock_limit() : "");
+            return std::string(row.hint) +
+                   (err == ENOMEM && call.starts_with("ibv_reg_mr") ? "; " + memlock_limit() : "");
     }
     return "see the man page of " + call.substr(0, call.find('(')) + " for what this error means here";
 }

@@ -45,10 +45,9 @@ struct ReceiverOptions {
  *  @param deadline_s where the value goes @return the flag */
 inline rdma_samples::ExtraFlag deadline_flag(int &deadline_s)
 {
-    return {"deadline", "SECONDS", "the longest the whole transfer may last (-t bounds each wait in it)",
-            std::to_string(default_deadline_s), [&deadline_s](const std::string &v) {
-                deadline_s = static_cast<int>(rdma_samples::parse_number("--deadline", v, 1, 7 * 24 * 3600));
-            }};
+    return rdma_samples::int_flag("deadline", "SECONDS",
+                                  "the longest the whole transfer may last (-t bounds each wait in it)",
+                                  std::to_string(default_deadline_s), deadline_s, 1, 7 * 24 * 3600);
 }
 
 /** @brief rdma_file_sender's command line, filling @p opt. @return the spec for run_sample() */

@@ -141,4 +141,18 @@ std::string usage(const ProgramSpec &spec);
  */
 std::uint64_t parse_number(const std::string &flag, const std::string &text, std::uint64_t lo, std::uint64_t hi);
 
+/**
+ * @brief A program's flag whose value is a whole number within [@p lo, @p hi] (parse_number()).
+ * @param name its long name, without the dashes @param value_name e.g. "N" or "MS", for --help
+ * @param help,default_text for --help @param target where the value goes (it must outlive the parse)
+ * @param lo,hi the accepted range (within int's) @return the flag
+ */
+inline ExtraFlag int_flag(const char *name, const char *value_name, std::string help, std::string default_text,
+                          int &target, std::uint64_t lo, std::uint64_t hi)
+{
+    return {name, value_name, std::move(help), std::move(default_text), [name, &target, lo, hi](const std::string &v) {
+                target = static_cast<int>(parse_number(std::string("--") + name, v, lo, hi));
+            }};
+}
+
 } // namespace rdma_samples
