@@ -40,9 +40,7 @@ static void run(const Args &args, const ClientOptions &opt)
 
     step(2, "register %d source slots of %zu bytes (no access flags: the device only reads them)", opt.count,
          slot_size);
-    Buffer buf(max_slots * slot_size);
-    for (int i = 1; i <= opt.count; ++i)
-        std::memcpy(buf.data() + (i - 1) * slot_size, slot_text(i).data(), slot_text(i).size());
+    Buffer buf = source_slots(opt.count); // slot i holds "write #i"
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), 0), "ibv_reg_mr"));
 
     int next = 1; // the first message not acknowledged: where a new connection resumes

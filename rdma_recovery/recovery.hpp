@@ -11,6 +11,7 @@
 #include <rdma_samples/async_events.hpp>
 #include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
 
 #include <infiniband/verbs.h>
 
@@ -51,6 +52,16 @@ struct ServerOptions {
 inline std::string slot_text(int i)
 {
     return "write #" + std::to_string(i);
+}
+
+/** @brief The sender's memory: slot i (from 1) holds slot_text(i), for the @p count slots it sends and
+ *  no more (what is registered is what the device may read). @param count slots @return the buffer */
+inline rdma_samples::Buffer source_slots(int count)
+{
+    rdma_samples::Buffer buf(static_cast<std::size_t>(count) * slot_size);
+    for (int i = 1; i <= count; ++i)
+        std::memcpy(buf.data() + (i - 1) * slot_size, slot_text(i).data(), slot_text(i).size());
+    return buf;
 }
 
 /**
