@@ -13,15 +13,23 @@ teardown() {
     teardown_two_hosts
 }
 
+# clients_on_host_b N PROGRAM ARGS...: N copies of PROGRAM at once on host B, copy i (0 to N-1) given
+# ARGS with every "{i}" in them replaced by i; fails if any of them does.
+clients_on_host_b() {
+    on_host_b bash -c '
+        n=$1
+        shift
+        pids=()
+        for ((i = 0; i < n; i++)); do "${@//\{i\}/$i}" & pids+=($!); done
+        status=0
+        for p in "${pids[@]}"; do wait "$p" || status=1; done
+        exit $status' _ "$@"
+}
+
 # four_senders_on_host_b PREFIX: four rdma_multi_conn_send RDMA CM clients at once on host B, to the
 # server at 10.77.0.1, client i sending "PREFIX i"; fails if any of them does.
 four_senders_on_host_b() {
-    on_host_b bash -c '
-        pids=()
-        for i in 0 1 2 3; do "$1" -cm -sa 10.77.0.1 -t 60 -s "$2 $i" & pids+=($!); done
-        status=0
-        for p in "${pids[@]}"; do wait "$p" || status=1; done
-        exit $status' _ "$(prog rdma_multi_conn_send)" "$1"
+    clients_on_host_b 4 "$(prog rdma_multi_conn_send)" -cm -sa 10.77.0.1 -t 60 -s "$1 {i}"
 }
 
 @test "two hosts: rdma_multi_conn, an RDMA CM server on host A takes 4 clients from host B" {
@@ -636,12 +644,7 @@ $(cat "$TRACE/$n/$side.out")"
 
 @test "two hosts: rdma_event_loop, one server thread on host A echoes for 8 clients on host B at once" {
     on_host_a "$(prog rdma_event_loop_server)" -lp "$PORT" -t 60 --clients 8
-    on_host_b bash -c '
-        pids=()
-        for i in 0 1 2 3 4 5 6 7; do "$1" -sa 10.77.0.1 -lp "$2" -t 60 --count 5 -s "from host B, client $i" & pids+=($!); done
-        status=0
-        for p in "${pids[@]}"; do wait "$p" || status=1; done
-        exit $status' _ "$(prog rdma_event_loop_client)" "$PORT"
+    clients_on_host_b 8 "$(prog rdma_event_loop_client)" -sa 10.77.0.1 -lp "$PORT" -t 60 --count 5 -s "from host B, client {i}"
     assert_success
     assert_line 'echo 5: "from host B, client 7 #5" (24 bytes), byte for byte as sent'
     assert_equal "$(grep -c '^All 5 echoes match what was sent$' <<<"$output")" 8
