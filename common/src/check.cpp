@@ -24,6 +24,10 @@ constexpr ErrnoHint errno_hints[] = {
     {"ibv_reg_mr", ENOMEM,
      "the locked-memory limit is too low for this region (registration pins its pages); raise it (`ulimit -l`, "
      "or memlock in /etc/security/limits.conf) or run with CAP_IPC_LOCK (root)"},
+    // A limit of 0 is refused before any page is counted: ib_umem_get() asks can_do_mlock() first.
+    {"ibv_reg_mr", EPERM,
+     "this process may lock no memory at all (its locked-memory limit is 0, and it lacks CAP_IPC_LOCK), and "
+     "registration pins pages; raise the limit (`ulimit -l`, or memlock in /etc/security/limits.conf)"},
     {"ibv_reg_mr", EINVAL,
      "the access flags are not allowed together (remote write needs local write) or the buffer is invalid"},
     {"ibv_reg_mr", EOPNOTSUPP,
@@ -124,9 +128,9 @@ std::string hint_for_errno(const std::string &call, int err)
 {
     for (const auto &row : errno_hints) {
         if (row.err == err && std::string_view(call).substr(0, row.call.size()) == row.call)
-            // ENOMEM from a registration: say what the limit is, so the reader knows what to raise.
+            // ENOMEM or EPERM from a registration: say what the limit is, so the reader knows what to raise.
             return std::string(row.hint) +
-                   (err == ENOMEM && call.starts_with("ibv_reg_mr") ? "; " + memlock_limit() : "");
+                   ((err == ENOMEM || err == EPERM) && call.starts_with("ibv_reg_mr") ? "; " + memlock_limit() : "");
     }
     return "see the man page of " + call.substr(0, call.find('(')) + " for what this error means here";
 }

@@ -26,14 +26,32 @@ setup() {
     assert_peer_line --index -1 "Sample finished with errors"
 }
 
-@test "a registration over the locked-memory limit fails with ENOMEM, and the hint names the limit" {
-    # No pinned memory allowed (ulimit -l 0). Root (as in the VM) holds CAP_IPC_LOCK, which lifts the
-    # limit: setpriv drops it first.
-    run -1 --separate-stderr bash -c 'ulimit -l 0 || exit 99
+# under_memlock LIMIT_KIB PROGRAM ARGS...: the build's PROGRAM where the device is (in the VM: one
+# shell there runs it), under `ulimit -l LIMIT_KIB` and without CAP_IPC_LOCK, which root (as in the VM)
+# holds and which lifts the limit.
+under_memlock() {
+    local limit=$1 program
+    program=$(RDMA_SAMPLES_VM_SESSION='' prog "$2") # its own path: the shell is already at the device
+    shift 2
+    "$(device_path /bin/bash)" -c 'ulimit -l "$1" || exit 99
+        shift
         if [ "$(id -u)" = 0 ]; then exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@"; fi
-        exec "$@"' _ "$RESPONDER" $(responder_paths) -t 2
-    assert_regex "$stderr" "responder: step [0-9]+ failed: ibv_reg_mr.*: Cannot allocate memory \(errno 12\)"
-    assert_regex "$stderr" "hint: the locked-memory limit is too low .*RLIMIT_MEMLOCK here: 0 KiB"
+        exec "$@"' _ "$limit" "$program" "$@"
+}
+
+@test "a registration over the locked-memory limit fails with ENOMEM, and the hint names the limit" {
+    # 1 MiB to register, 64 KiB allowed: ib_umem_get() counts the pages against RLIMIT_MEMLOCK.
+    run -1 --separate-stderr under_memlock 64 rdma_bench_responder $(responder_paths) -t 2 \
+        --op write --size 1048576
+    assert_regex "$stderr" "responder: step 2 failed: ibv_reg_mr: Cannot allocate memory \(errno 12\)"
+    assert_regex "$stderr" "hint: the locked-memory limit is too low .*RLIMIT_MEMLOCK here: 64 KiB \(hard limit 64 KiB\)"
+}
+
+@test "a registration with a locked-memory limit of 0 fails with EPERM, and the hint says why" {
+    # A limit of 0 is refused before any page is counted (can_do_mlock()), with another errno.
+    run -1 --separate-stderr under_memlock 0 rdma_write_responder $(responder_paths) -t 2
+    assert_regex "$stderr" "responder: step 2 failed: ibv_reg_mr: Operation not permitted \(errno 1\)"
+    assert_regex "$stderr" "hint: this process may lock no memory at all .*RLIMIT_MEMLOCK here: 0 KiB"
 }
 
 @test "a requester whose responder never starts times out within -t, naming the file it waited for" {

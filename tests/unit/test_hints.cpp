@@ -55,10 +55,13 @@ TEST(Hints, RegistrationOutOfMemoryNamesTheLockedMemoryLimit)
     ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &low), 0);
     const std::string hint = hint_for_errno("ibv_reg_mr(descriptor send)", ENOMEM);
     const std::string other = hint_for_errno("ibv_create_qp", ENOMEM);
+    const std::string none = hint_for_errno("ibv_reg_mr", EPERM); // a limit of 0: refused before counting
     ASSERT_EQ(setrlimit(RLIMIT_MEMLOCK, &saved), 0);
     EXPECT_NE(hint.find("RLIMIT_MEMLOCK here: " + std::to_string(low.rlim_cur / 1024) + " KiB"), std::string::npos)
         << hint;
     EXPECT_EQ(other.find("RLIMIT_MEMLOCK"), std::string::npos) << other; // only a registration pins memory
+    EXPECT_NE(none.find("may lock no memory at all"), std::string::npos) << none;
+    EXPECT_NE(none.find("RLIMIT_MEMLOCK here:"), std::string::npos) << none;
 }
 
 TEST(Check, ErrorsCarryCallErrnoAndHint)
