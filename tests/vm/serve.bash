@@ -155,7 +155,12 @@ cmd_exec() {
             [ "$n" != 200 ] || printf 'kill %s KILL\n' "$id" >&"$bell"
             sleep 0.05
         done
-        [ -z "$waiter" ] || kill -KILL "$waiter" 2>/dev/null || true
+        # (reaped here, quietly: a killed job left to the shell is reported on stderr at its exit, as
+        # "... Killed ( ... done ) 3>&-", which would end the program's output)
+        if [ -n "$waiter" ]; then
+            kill -KILL "$waiter" 2>/dev/null || true
+            wait "$waiter" 2>/dev/null || true
+        fi
         stop_children
         rm -f "$q/$id".*
         exit "$2"
