@@ -42,6 +42,9 @@ struct CompChannelDeleter {
 struct SrqDeleter {
     void operator()(ibv_srq *s) const { ibv_destroy_srq(s); }
 };
+struct MwDeleter {
+    void operator()(ibv_mw *w) const { ibv_dealloc_mw(w); }
+};
 /// @endcond
 
 using DeviceListPtr = std::unique_ptr<ibv_device *, DeviceListDeleter>;       ///< ibv_get_device_list()
@@ -53,5 +56,6 @@ using QpPtr = std::unique_ptr<ibv_qp, QpDeleter>;                             //
 using AhPtr = std::unique_ptr<ibv_ah, AhDeleter>;                             ///< ibv_create_ah()
 using CompChannelPtr = std::unique_ptr<ibv_comp_channel, CompChannelDeleter>; ///< ibv_create_comp_channel()
 using SrqPtr = std::unique_ptr<ibv_srq, SrqDeleter>;                          ///< ibv_create_srq()
+using MwPtr = std::unique_ptr<ibv_mw, MwDeleter>;                             ///< ibv_alloc_mw()
 
 } // namespace rdma_samples
