@@ -15,6 +15,8 @@
 #   files_only           1 for a pair that connects with descriptor files only (recovery: its RDMA CM flow
 #                        is a pair of its own, recovery_cm): not in pair_samples either, which the tools
 #                        run with RDMA CM too
+# memory_window (chapter 18) has its own suites (rdma_memory.bats, valgrind, two_host) and is not in
+# pair_samples: the stress and wire checks of the eleven pairs cover the verbs it shares with them.
 pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn srq ud bench)
 
 pair() {
@@ -46,6 +48,8 @@ pair() {
         cm_req_args=("${req_args[@]}") ;;
     recovery) resp=rdma_recovery/rdma_recovery_responder req=rdma_recovery/rdma_recovery_requester files_only=1
         req_args=(--count 6 --fail-at 4) ;;
+    memory_window) resp=rdma_memory/rdma_memory_window_responder req=rdma_memory/rdma_memory_window_requester exports=0
+        req_args=(-w "through a window") ;;
     recovery_cm) resp=rdma_recovery/rdma_recovery_server req=rdma_recovery/rdma_recovery_client exports=0 cm_only=1
         req_args=(--count 6 --interval-ms 300) ;;
     *) return 1 ;;

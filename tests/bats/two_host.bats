@@ -642,6 +642,23 @@ $(cat "$TRACE/$n/$side.out")"
     assert_peer_line "client 1: 4 message(s); the client is gone (RDMA_CM_EVENT_DISCONNECTED)"
 }
 
+@test "two hosts: rdma_memory, a type 2 window on host A written from host B; a type 1 window over RDMA CM" {
+    on_host_a "$(prog rdma_memory_window_responder)" -ld "$SHARE/responder.desc" -re "$SHARE/requester.desc" -t 60
+    on_host_b "$(prog rdma_memory_window_requester)" -ld "$SHARE/requester.desc" -re "$SHARE/responder.desc" -t 60 \
+        -w "from host B"
+    assert_success
+    assert_line 'Wrote "from host B" through the window'
+    assert_equal "$peer_status" 0
+    assert_peer_line 'Window holds: "from host B"'
+    assert_peer_line "Since the revocation: all 4096 bytes unchanged"
+    on_host_a "$(prog rdma_memory_window_responder)" -cm -lp "$PORT" -t 60 --type 1
+    on_host_b "$(prog rdma_memory_window_requester)" -cm -sa 10.77.0.1 -lp "$PORT" -t 60 -w "type 1, over RDMA CM"
+    assert_success
+    assert_equal "$peer_status" 0
+    assert_peer_line 'Window holds: "type 1, over RDMA CM"'
+    assert_peer_line --partial "step 8: revoke the window: bind it again with length 0"
+}
+
 @test "two hosts: rdma_event_loop, one server thread on host A echoes for 8 clients on host B at once" {
     on_host_a "$(prog rdma_event_loop_server)" -lp "$PORT" -t 60 --clients 8
     clients_on_host_b 8 "$(prog rdma_event_loop_client)" -sa 10.77.0.1 -lp "$PORT" -t 60 --count 5 -s "from host B, client {i}"

@@ -64,6 +64,7 @@ assert_clean() {
 @test "valgrind: rdma_ud, both sides clean" { clean_pair ud; }
 @test "valgrind: rdma_bench, both sides clean" { clean_pair bench; }
 @test "valgrind: rdma_recovery (a WRITE refused, both QPs reset), both sides clean" { clean_pair recovery; }
+@test "valgrind: rdma_memory (a memory window granted, written through, revoked), both sides clean" { clean_pair memory_window; }
 
 # rdma_file_transfer connects with RDMA CM only (run-bats --cm): the receiver, a ring of 2 slots of 4 KiB,
 # the sender, a 12 KiB file, so that the credit loop goes round.
