@@ -31,10 +31,10 @@ inline constexpr std::uint32_t default_offset = 1024;
 /** @brief How long the window is, unless --length says otherwise. */
 inline constexpr std::uint32_t default_length = 256;
 
-inline constexpr std::uint64_t request_wr_id = 0x61;  ///< the requester's "grant me a window"
-inline constexpr std::uint64_t done_wr_id = 0x62;     ///< its "done with the window"
-inline constexpr std::uint64_t revoked_wr_id = 0x63;  ///< the responder's "revoked"
-inline constexpr std::uint64_t bind_wr_id = 0xb1;     ///< the bind (type 1: ibv_bind_mw; type 2: a work request)
+inline constexpr std::uint64_t request_wr_id = 0x61;    ///< the requester's "grant me a window"
+inline constexpr std::uint64_t done_wr_id = 0x62;       ///< its "done with the window"
+inline constexpr std::uint64_t revoked_wr_id = 0x63;    ///< the responder's "revoked"
+inline constexpr std::uint64_t bind_wr_id = 0xb1;       ///< the bind (type 1: ibv_bind_mw; type 2: a work request)
 inline constexpr std::uint64_t invalidate_wr_id = 0xb2; ///< type 2's revocation, IBV_WR_LOCAL_INV
 
 /**

@@ -74,8 +74,8 @@ static void run(const Args &args, const Options &opt)
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());
 
-    step(2, "register the %zu-byte message \"%s\" (local only: the device reads it for the WRITE)",
-         args.message.size(), args.message.c_str());
+    step(2, "register the %zu-byte message \"%s\" (local only: the device reads it for the WRITE)", args.message.size(),
+         args.message.c_str());
     if (args.message.empty())
         throw Error("nothing to write: the message is empty", "give -w a string of 1 to 256 bytes");
     Buffer buf(args.message.size());
@@ -114,8 +114,8 @@ static void run(const Args &args, const Options &opt)
         throw Error("the window does not grant remote write (access " + access_to_string(grant.access) + ")",
                     "the responder must bind its window with IBV_ACCESS_REMOTE_WRITE");
     if (len > grant.length)
-        throw Error("the message is " + std::to_string(len) + " bytes and the window " +
-                        std::to_string(grant.length) + "; nothing was posted",
+        throw Error("the message is " + std::to_string(len) + " bytes and the window " + std::to_string(grant.length) +
+                        "; nothing was posted",
                     "send at most " + std::to_string(grant.length) + " bytes (-w), or ask for a longer window");
     if (opt.past_window)
         info("(demonstration) writing bytes 0x%llx to 0x%llx: the last one is past the window",
@@ -137,11 +137,11 @@ static void run(const Args &args, const Options &opt)
     result("Wrote \"%s\" through the window", args.message.c_str());
 
     //! [done]
-    step(8, opt.invalidate ? "say \"done\" with a SEND with invalidate: it revokes rkey 0x%x as it arrives"
-                           : "say \"done\"; the responder revokes the window (rkey 0x%x)",
+    step(8,
+         opt.invalidate ? "say \"done\" with a SEND with invalidate: it revokes rkey 0x%x as it arrives"
+                        : "say \"done\"; the responder revokes the window (rkey 0x%x)",
          grant.rkey);
-    window::post_empty_send(qp.get(), window::done_wr_id, "ibv_post_send(SEND, done)",
-                            opt.invalidate ? grant.rkey : 0);
+    window::post_empty_send(qp.get(), window::done_wr_id, "ibv_post_send(SEND, done)", opt.invalidate ? grant.rkey : 0);
     completions.wait(window::done_wr_id, IBV_WC_SEND, args.timeout_s, "the \"done\" SEND");
     //! [done]
 

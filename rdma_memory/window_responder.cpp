@@ -52,16 +52,14 @@ static std::size_t changed_outside(const Buffer &region, std::uint32_t offset, s
 
 static void run(const Args &args, const Options &opt)
 {
-    step(1, "open an RDMA device, check that it has type %d memory windows, allocate a protection domain",
-         opt.type);
+    step(1, "open an RDMA device, check that it has type %d memory windows, allocate a protection domain", opt.type);
     Device dev = open_device(args.device, args.gid_index);
     //! [caps]
     // A device says which windows it has in its capability flags: MEM_WINDOW for type 1, TYPE_2A or
     // TYPE_2B for type 2 (2B: the window is tied to one QP, what most devices, and Soft-RoCE, do).
     const unsigned caps = dev.device_attr.device_cap_flags;
-    const bool has_type =
-        opt.type == 1 ? (caps & IBV_DEVICE_MEM_WINDOW) != 0
-                      : (caps & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
+    const bool has_type = opt.type == 1 ? (caps & IBV_DEVICE_MEM_WINDOW) != 0
+                                        : (caps & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
     if (!has_type || dev.device_attr.max_mw == 0)
         throw Error("device " + dev.name + " has no type " + std::to_string(opt.type) +
                         " memory windows (device_cap_flags " + hex(caps) + ", max_mw " +
@@ -97,8 +95,8 @@ static void run(const Args &args, const Options &opt)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM"
                         : "wait for the requester, move the QP to RTR and RTS");
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
-                                         "the requester (rdma_memory_window_requester)");
+    Exchange exchange =
+        accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_memory_window_requester)");
 
     step(6, "wait for the requester's request, bind a type %d window over bytes %u to %u, send its descriptor",
          opt.type, opt.offset, opt.offset + opt.length);
@@ -225,10 +223,11 @@ int main(int argc, char **argv)
                      .summary = "Memory windows, responder side: grant part of a region, then revoke the grant.",
                      .resource_descriptor = false,
                      .rdma_cm = true};
-    spec.extra.push_back(int_flag("type", "1|2", "the window's type: 1 (ibv_bind_mw) or 2 (a bind work request)", "2",
-                                  opt.type, 1, 2));
-    spec.extra.push_back({"offset", "BYTES", "where the window starts in the 4096-byte region; past the region is "
-                                             "refused by the device (IBV_WC_MW_BIND_ERR)",
+    spec.extra.push_back(
+        int_flag("type", "1|2", "the window's type: 1 (ibv_bind_mw) or 2 (a bind work request)", "2", opt.type, 1, 2));
+    spec.extra.push_back({"offset", "BYTES",
+                          "where the window starts in the 4096-byte region; past the region is "
+                          "refused by the device (IBV_WC_MW_BIND_ERR)",
                           std::to_string(window::default_offset), [&](const std::string &v) {
                               opt.offset = static_cast<std::uint32_t>(parse_number("--offset", v, 0, 1u << 20));
                           }});
