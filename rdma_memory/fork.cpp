@@ -158,6 +158,7 @@ void run(const Args &args, bool fork_init)
     step(4, "fork() a child that reads the registered page and writes into it; it uses no verbs object");
     // The pipe carries what the child saw back to the parent. The child must not touch dev, pd or mr:
     // they belong to the parent's open device (fork-friendly, not fork-safe).
+    //! [fork]
     int fds[2];
     check_rc(pipe2(fds, O_CLOEXEC), "pipe2");
     const pid_t pid = fork();
@@ -172,6 +173,7 @@ void run(const Args &args, bool fork_init)
         child(buf.data(), buf.size(), fds[1]);
     }
     close(fds[1]);
+    //! [fork]
 
     step(5, "wait for the child (at most %d s) and read what it saw", args.timeout_s);
     int status = 0;
