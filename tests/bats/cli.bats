@@ -37,6 +37,8 @@ programs() {
     assert_line rdma_recovery_responder
     assert_line rdma_recovery_client
     assert_line rdma_recovery_server
+    assert_line rdma_memory_register
+    assert_line rdma_memory_fork
 }
 
 @test "--help exits 0 and lists every common flag with its default" {
@@ -52,6 +54,9 @@ programs() {
         rdma_file_* | rdma_recovery_client | rdma_recovery_server) # RDMA CM only: no descriptor files
             assert_output --partial -- "-lp, --listen-port PORT"
             refute_output --partial -- "--local-descriptor-path" ;;
+        rdma_memory_register | rdma_memory_fork) # no peer: no descriptor, no RDMA CM
+            refute_output --partial -- "--local-descriptor-path"
+            refute_output --partial -- "--listen-port" ;;
         rdma_event_loop_*) # RDMA CM only: the descriptor flags are there to be refused with the reason
             assert_output --partial -- "-lp, --listen-port PORT"
             assert_output --partial -- "-ld, --local-descriptor-path PATH           refused: this program connects with RDMA CM only" ;;

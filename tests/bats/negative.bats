@@ -26,19 +26,6 @@ setup() {
     assert_peer_line --index -1 "Sample finished with errors"
 }
 
-# under_memlock LIMIT_KIB PROGRAM ARGS...: the build's PROGRAM where the device is (in the VM: one
-# shell there runs it), under `ulimit -l LIMIT_KIB` and without CAP_IPC_LOCK, which root (as in the VM)
-# holds and which lifts the limit.
-under_memlock() {
-    local limit=$1 program
-    program=$(RDMA_SAMPLES_VM_SESSION='' prog "$2") # its own path: the shell is already at the device
-    shift 2
-    "$(device_path /bin/bash)" -c 'ulimit -l "$1" || exit 99
-        shift
-        if [ "$(id -u)" = 0 ]; then exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@"; fi
-        exec "$@"' _ "$limit" "$program" "$@"
-}
-
 @test "a registration over the locked-memory limit fails with ENOMEM, and the hint names the limit" {
     # 1 MiB to register, 64 KiB allowed: ib_umem_get() counts the pages against RLIMIT_MEMLOCK.
     run -1 --separate-stderr under_memlock 64 rdma_bench_responder $(responder_paths) -t 2 \

@@ -228,3 +228,16 @@ spoil_in_flight() {
         sed "$expr" "$from" >"$to.tmp" && mv "$to.tmp" "$to"
     ) 3>&- &
 }
+
+# under_memlock LIMIT_KIB PROGRAM ARGS...: the build's PROGRAM where the device is (in the VM: one
+# shell there runs it), under `ulimit -l LIMIT_KIB` and without CAP_IPC_LOCK, which root (as in the VM)
+# holds and which lifts the limit.
+under_memlock() {
+    local limit=$1 program
+    program=$(RDMA_SAMPLES_VM_SESSION='' prog "$2") # its own path: the shell is already at the device
+    shift 2
+    "$(device_path /bin/bash)" -c 'ulimit -l "$1" || exit 99
+        shift
+        if [ "$(id -u)" = 0 ]; then exec setpriv --inh-caps=-ipc_lock --bounding-set=-ipc_lock "$@"; fi
+        exec "$@"' _ "$limit" "$program" "$@"
+}
