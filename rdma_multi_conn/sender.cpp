@@ -25,6 +25,7 @@
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -140,7 +141,7 @@ static void run(const Args &args)
          gid_to_string(dev.gid).c_str());
 
     step(2, "register the %zu-byte message once; every connection sends from it", args.message.size());
-    Buffer buf(max_message_length);
+    Buffer buf(std::max<std::size_t>(args.message.size(), 1)); // what we send and no more (a region is never empty)
     std::memcpy(buf.data(), args.message.data(), args.message.size());
     // A SEND's source is only read by our own device: verbs needs no flag for it; LOCAL_WRITE is
     // DOCA's choice (its table gives the sender's mmap local read/write). No remote access.

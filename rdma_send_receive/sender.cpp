@@ -17,6 +17,7 @@
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace rdma_samples;
@@ -30,7 +31,7 @@ static void run(const Args &args)
          gid_to_string(dev.gid).c_str());
 
     step(2, "register a buffer holding the %zu-byte message (local read/write, not exported)", args.message.size());
-    Buffer buf(max_message_length);
+    Buffer buf(std::max<std::size_t>(args.message.size(), 1)); // what we send and no more (a region is never empty)
     std::memcpy(buf.data(), args.message.data(), args.message.size());
     //! [reg_mr]
     // The device only reads the message from here: verbs needs no flag for a SEND's source (0 would

@@ -22,6 +22,7 @@
 
 #include <arpa/inet.h> // htonl
 
+#include <algorithm>
 #include <cstring>
 
 using namespace rdma_samples;
@@ -38,7 +39,7 @@ static void run(const Args &args)
 
     step(2, "register a buffer holding the %zu-byte string to send (local read/write, not exported)",
          args.message.size());
-    Buffer buf(max_message_length);
+    Buffer buf(std::max<std::size_t>(args.message.size(), 1)); // what we send and no more (a region is never empty)
     std::memcpy(buf.data(), args.message.data(), args.message.size());
     // The device reads the message from here on our behalf (the lkey proves we registered it): a
     // source needs no flag; LOCAL_WRITE is DOCA's choice (its table gives both sides local

@@ -19,6 +19,7 @@
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/wait.hpp>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -67,7 +68,7 @@ static void run(const Args &args)
 
     step(2, "register a buffer holding the %zu-byte string to write (local read/write, not exported)",
          args.message.size());
-    Buffer buf(max_message_length);
+    Buffer buf(std::max<std::size_t>(args.message.size(), 1)); // what we send and no more (a region is never empty)
     std::memcpy(buf.data(), args.message.data(), args.message.size());
     //! [reg_mr]
     // The device only READS a WRITE's source: verbs needs no flag for that (local read is always

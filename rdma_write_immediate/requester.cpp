@@ -20,6 +20,7 @@
 
 #include <arpa/inet.h>
 
+#include <algorithm>
 #include <cstring>
 
 using namespace rdma_samples;
@@ -36,7 +37,7 @@ static void run(const Args &args)
 
     step(2, "register a buffer holding the %zu-byte string to write (local read/write, not exported)",
          args.message.size());
-    Buffer buf(max_message_length);
+    Buffer buf(std::max<std::size_t>(args.message.size(), 1)); // what we send and no more (a region is never empty)
     std::memcpy(buf.data(), args.message.data(), args.message.size());
     // A source is only read by the device: LOCAL_WRITE is DOCA's choice, not a verbs need (chapter 2).
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
