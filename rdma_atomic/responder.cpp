@@ -73,7 +73,7 @@ static void run(const Args &args, const Options &opt)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post a receive for the requester's goodbye");
-    post_goodbye_receive(qp.get()); // no scatter/gather list: the goodbye carries no data (chapter 2)
+    post_goodbye_receive(qp.get(), mr.get()); // an empty entry: the goodbye carries no data (chapter 2)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our counter's descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the counter");

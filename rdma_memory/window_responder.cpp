@@ -91,7 +91,7 @@ static void run(const Args &args, const Options &opt)
     step(4, "post the receives for the requester's three signals: grant me a window, done, goodbye");
     window::post_empty_receive(qp.get(), window::request_wr_id, "ibv_post_recv(request)");
     window::post_empty_receive(qp.get(), window::done_wr_id, "ibv_post_recv(done)");
-    post_goodbye_receive(qp.get());
+    post_goodbye_receive(qp.get(), mr.get());
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM"
                         : "wait for the requester, move the QP to RTR and RTS");

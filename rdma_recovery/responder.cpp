@@ -43,7 +43,7 @@ static void run(const Args &args)
     Completions completions(cq.get());
 
     step(4, "post a receive for the requester's goodbye before anyone can send it");
-    post_goodbye_receive(qp.get());
+    post_goodbye_receive(qp.get(), mr.get());
 
     step(5, "wait for the requester's descriptor, move the QP to RTR and RTS, export the slots");
     ResourceDescriptor exported = describe_export(mr.get(), access);
@@ -75,7 +75,7 @@ static void run(const Args &args)
         attr.qp_state = IBV_QPS_RESET;
         check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE), "ibv_modify_qp(RESET)");
         qp_to_init(qp.get(), dev, IBV_ACCESS_REMOTE_WRITE); // the access is granted again, from nothing
-        post_goodbye_receive(qp.get());
+        post_goodbye_receive(qp.get(), mr.get());
         //! [reset]
 
         step(8, "wait for the requester's new descriptor, move the QP to RTR and RTS, answer with our new PSN");

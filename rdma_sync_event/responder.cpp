@@ -83,7 +83,7 @@ static void run(const Args &args, const Options &opt)
     // last WRITE (an RC QP executes in order), so it waits in the CQ until step 9 polls it; or it is
     // flushed (IBV_WC_WR_FLUSH_ERR) if our QP fails. The requester's WRITEs and READs complete
     // nothing here: we see them only by reading the event.
-    post_goodbye_receive(qp.get()); // no scatter/gather list: the goodbye carries no data (chapter 2)
+    post_goodbye_receive(qp.get(), mr.get()); // an empty entry: the goodbye carries no data (chapter 2)
     //! [completions]
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our sync-event descriptor"

@@ -59,9 +59,17 @@ static void run(const Args &args)
     step(4, "post a receive for the requester's goodbye before anyone can send it");
     //! [goodbye_receive]
     // A SEND that finds no receive is refused (Receiver Not Ready). Posted now, before we publish
-    // anything, this one is surely there: no scatter/gather list, the goodbye carries no data.
+    // anything, this one is surely there. The goodbye carries no data, so its one scatter/gather
+    // entry has length 0: nothing can land anywhere. (Zero entries would do on Soft-RoCE, but
+    // Soft-iWARP's user-space provider refuses a receive without one, with EINVAL.)
+    ibv_sge none{};
+    none.addr = reinterpret_cast<std::uintptr_t>(buf.data());
+    none.length = 0;
+    none.lkey = mr->lkey;
     ibv_recv_wr bye{};
     bye.wr_id = goodbye_wr_id;
+    bye.sg_list = &none;
+    bye.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
     check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
     //! [goodbye_receive]

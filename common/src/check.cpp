@@ -198,13 +198,24 @@ void trace_pointer(const std::string &call, const void *ptr)
 }
 } // namespace detail
 
+// The error an int-returning call reports: the verbs return an errno value (the post calls of some
+// providers, Soft-iWARP's among them, return it negated), librdmacm returns -1 and sets errno.
+static int errno_of(int rc)
+{
+    if (rc > 0)
+        return rc;
+    if (rc < -1)
+        return -rc;
+    return errno != 0 ? errno : EINVAL;
+}
+
 void check_rc(int rc, const std::string &call)
 {
     if (rc == 0) {
         trace("%s = 0", call.c_str());
         return;
     }
-    const int err = rc > 0 ? rc : (errno != 0 ? errno : EINVAL);
+    const int err = errno_of(rc);
     fail_errno(call, err);
 }
 
@@ -214,7 +225,7 @@ void check_rc(int rc, const std::string &call, const std::function<std::string(i
         trace("%s = 0", call.c_str());
         return;
     }
-    const int err = rc > 0 ? rc : (errno != 0 ? errno : EINVAL);
+    const int err = errno_of(rc);
     fail_errno(call, err, hint(err));
 }
 

@@ -142,10 +142,16 @@ ResourceDescriptor describe_export(const ibv_mr *mr, int access, ResourceKind ki
     return d;
 }
 
-void post_goodbye_receive(ibv_qp *qp)
+void post_goodbye_receive(ibv_qp *qp, const ibv_mr *mr)
 {
+    ibv_sge none{}; // one entry of length 0: Soft-iWARP's provider refuses a receive with no entry
+    none.addr = reinterpret_cast<std::uintptr_t>(mr->addr);
+    none.length = 0;
+    none.lkey = mr->lkey;
     ibv_recv_wr bye{};
     bye.wr_id = goodbye_wr_id;
+    bye.sg_list = &none;
+    bye.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
     check_rc(ibv_post_recv(qp, &bye, &bad_wr), "ibv_post_recv(goodbye)");
 }

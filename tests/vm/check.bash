@@ -25,10 +25,11 @@ wait_listening() { local n=0; until listening "$1"; do n=$((n + 1)); [ $n -lt 30
 '
 
 cmd_check() {
-    case "${1:-}" in
+    case "$*" in
     --two-host) check_two_host; return ;;
-    "") ;;
-    *) usage_error "check: unknown option $1 (see tests/vm/vm --help)" ;;
+    "--provider siw") check_siw; return ;;
+    "" | "--provider rxe") ;;
+    *) usage_error "check: unknown option $* (see tests/vm/vm --help)" ;;
     esac
     local rc=0
     cmd_run --timeout 180 --name check -- bash -c "$gid_index_sh"'
@@ -95,4 +96,27 @@ check_two_host() {
         echo "FAIL: Soft-RoCE two hosts (host A exit status $ra, host B exit status $rb)"
         return 1
     fi
+}
+
+# check_siw: one VM with Soft-iWARP (siw0 on eth0, 10.77.0.1): rping's server and client through RDMA
+# CM (iWARP connects only through a CM, so ibv_rc_pingpong, which exchanges QPNs over TCP, cannot run).
+check_siw() {
+    local rc=0
+    command -v rping >/dev/null || die "rping not found (apt-get install rdmacm-utils)"
+    cmd_run --timeout 180 --name check-siw --provider siw -- bash -c "$gid_index_sh"'
+        show() { echo "\$ $*"; "$@"; }
+        show ibv_devices && show rdma link show || exit 1
+        echo "\$ rping -s -a 10.77.0.1 -C 10 -v &   # server"
+        rping -s -a 10.77.0.1 -C 10 -v >/tmp/server.out 2>&1 &
+        server=$!
+        wait_listening 7174
+        show rping -c -a 10.77.0.1 -C 10 -v
+        client=$?
+        wait "$server"
+        srv=$?
+        sed "s/^/server: /" /tmp/server.out
+        [ "$client" = 0 ] && [ "$srv" = 0 ]
+    ' || rc=$?
+    if [ "$rc" = 0 ]; then echo "PASS: Soft-iWARP (rping on siw0)"; else echo "FAIL: Soft-iWARP (exit status $rc)"; fi
+    return "$rc"
 }

@@ -18,7 +18,7 @@ modules=(crc32_generic udp_tunnel ip6_udp_tunnel ib_core ib_uverbs rdma_rxe conf
 # What the built files depend on besides the kernel: a change rebuilds them. (declare -f hashes
 # build's code as bash prints it, not its comments or which file it is in.)
 build_sum() {
-    { declare -f build; printf '%s\n' "${modules[@]}"; cat "$here/init"; } | md5sum | cut -c1-12
+    { declare -f build; printf '%s\n' "${modules[@]}" -- "${siw_modules[@]}"; cat "$here/init"; } | md5sum | cut -c1-12
 }
 
 kernel_package() {
@@ -69,10 +69,16 @@ build() {
 
     # The modules and their dependencies, in load order (modprobe --show-depends lists a module's
     # dependencies first).
-    local root=$work/root m f name
+    # siw_modules (siw.bash) go to siw.order, which init loads only for --provider siw.
+    local root=$work/root m f name order
     mkdir -p "$root"/{bin,sbin,proc,sys,dev,modules}
     : >"$root/modules.order"
-    for m in "${modules[@]}"; do
+    : >"$root/siw.order"
+    for m in "${modules[@]}" -- "${siw_modules[@]}"; do
+        if [ "$m" = -- ]; then
+            order=siw.order
+            continue
+        fi
         modprobe -d "$work/k" -S "$kver" --show-depends "$m" >"$work/deps" 2>&1 ||
             die "module $m not found in $pkg: $(head -n 1 "$work/deps")"
         while read -r kind f _; do
@@ -86,7 +92,7 @@ build() {
             *.ko.gz) gzip -dc "$f" >"$root/modules/$name.ko" ;;
             *) cp "$f" "$root/modules/$name.ko" ;;
             esac
-            echo "$name" >>"$root/modules.order"
+            echo "$name" >>"$root/${order:-modules.order}"
         done <"$work/deps"
     done
     say "building the initramfs (busybox, init, $(wc -l <"$root/modules.order") modules)"

@@ -62,7 +62,7 @@ keep_paths() {
 same_output() { [[ /proc/self/fd/1 -ef /proc/self/fd/2 ]]; }
 
 cmd_run() {
-    local timeout_s=600 name=rdma-vm net="" ip="" shares=() d control=""
+    local timeout_s=600 name=rdma-vm net="" ip="" shares=() d control="" provider=rxe
     while [ $# -gt 0 ]; do
         case "$1" in
         --timeout)
@@ -86,6 +86,11 @@ cmd_run() {
             ip=$2
             shift 2
             ;;
+        --provider)
+            if [ $# -lt 2 ] || ! [[ $2 =~ ^(rxe|siw)$ ]]; then usage_error "--provider takes rxe or siw"; fi
+            provider=$2
+            shift 2
+            ;;
         --control)
             # (tests/vm/serve.bash: the doorbell of a VM that stays up; not in the usage text)
             [ $# -ge 2 ] || usage_error "--control takes a FIFO path without .in/.out"
@@ -104,17 +109,27 @@ cmd_run() {
     done
     [ $# -gt 0 ] || usage_error "usage: tests/vm/vm run [OPTIONS] -- CMD [ARGS...]"
     [ -z "$net" ] || [ -n "$ip" ] || usage_error "--net needs --ip"
+    # siw binds to an Ethernet device (RDMA CM does not resolve through siw on lo): alone, the VM gets
+    # a NIC on a QEMU hub with no other port, and an address (--ip, or 10.77.0.1/24).
+    if [ "$provider" = siw ] && [ -z "$net" ]; then
+        net=alone
+        ip=${ip:-10.77.0.1/24}
+    fi
     [ -n "$net" ] || [ -z "$ip" ] || usage_error "--ip needs --net"
     command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
 
     local start=$SECONDS deadline=$((SECONDS + timeout_s))
     local kdir
     ensure_prepared
+    local siw_ko siw_kver siw_series siw_ver
+    [ "$provider" = rxe ] || ensure_siw || return 1
     local acc
     acc=$(accel)
 
     job=$(mktemp -d "${TMPDIR:-/tmp}/rdma-samples-vm.XXXXXX")
     write_job "$job" 0 "$@"
+    echo "$provider" >"$job/provider"
+    [ "$provider" = rxe ] || cp "$siw_ko" "$job/siw.ko"
     [ -z "$control" ] || printf '%s\n' "$job" >"$control.job"
     printf '%s\n' "${shares[@]+"${shares[@]}"}" >"$job/shares"
     printf '%s' "$ip" >"$job/ip"
@@ -153,6 +168,7 @@ cmd_run() {
         mac=52:54:00:$(printf '%s' "$name/$ip" | md5sum | sed 's/^\(..\)\(..\)\(..\).*/\1:\2:\3/')
         port=${net#*:}
         case "$net" in
+        alone) qargs+=(-netdev hubport,id=n0,hubid=0) ;;
         listen:*) qargs+=(-netdev "socket,id=n0,listen=127.0.0.1:$port") ;;
         connect:*) qargs+=(-netdev "socket,id=n0,connect=127.0.0.1:$port") ;;
         esac

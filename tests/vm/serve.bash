@@ -52,7 +52,7 @@ cmd_start() {
             boot_timeout=$2
             shift 2
             ;;
-        --timeout | --share | --net | --ip | --name)
+        --timeout | --share | --net | --ip | --name | --provider)
             [ $# -ge 2 ] || usage_error "$1 takes a value"
             run_args+=("$1" "$2")
             shift 2
@@ -67,6 +67,8 @@ cmd_start() {
     rm -f "$dir/ready" "$dir/ctl.in" "$dir/ctl.out" "$dir/ctl.job"
     mkfifo "$dir/ctl.in" "$dir/ctl.out" || die "cannot create the control FIFOs in $dir"
     ensure_prepared
+    # (siw.ko is built here, once, rather than behind the boot timeout below)
+    case " ${run_args[*]} " in *" --provider siw "*) local siw_ko siw_kver siw_series siw_ver; ensure_siw || return 1 ;; esac
     # The holder: `vm run` with the agent as its job, in the background, past this command's end.
     "$self" run --control "$dir/ctl" --share "$dir" "${run_args[@]}" -- bash "$here/agent" "$dir" \
         </dev/null >"$dir/vm.log" 2>&1 3>&- &

@@ -136,11 +136,13 @@ ResourceDescriptor describe_export(const ibv_mr *mr, int access, ResourceKind ki
 
 /**
  * @brief The responder's receive for the goodbye, as rdma_write/responder.cpp's step 4 writes it out:
- * no scatter/gather list (the goodbye carries no data), wr_id goodbye_wr_id. Post it before the
- * requester can reach the QP, so that the goodbye never meets "Receiver Not Ready".
+ * one scatter/gather entry of length 0 in @p mr (the goodbye carries no data, so nothing lands;
+ * Soft-iWARP's user-space provider refuses a receive with no entry at all), wr_id goodbye_wr_id.
+ * Post it before the requester can reach the QP, so that the goodbye never meets "Receiver Not Ready".
  * @param qp our QP, in INIT or later
+ * @param mr a memory region of ours, named by the empty entry (nothing is written to it)
  */
-void post_goodbye_receive(ibv_qp *qp);
+void post_goodbye_receive(ibv_qp *qp, const ibv_mr *mr);
 
 /**
  * @brief The requester's goodbye, as rdma_write/requester.cpp's step 8 writes it out: post a
