@@ -205,13 +205,15 @@ void require_rereg(ibv_pd *pd)
     Mapping a(page, false), b(page, false);
     MrPtr mr(check(ibv_reg_mr(pd, a.data(), page, IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     // On failure the MR must still be deregistered (ibv_rereg_mr(3)): MrPtr does it.
-    check_rc(ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, b.data(), page, 0),
-             "ibv_rereg_mr(IBV_REREG_MR_CHANGE_TRANSLATION)", [](int err) {
-                 return err == EOPNOTSUPP ? std::string("the device's provider cannot re-register (rdma-core's rxe "
-                                                        "provider has no rereg_mr); deregister and register the new "
-                                                        "buffer instead (run without --rereg)")
-                                          : hint_for_errno("ibv_rereg_mr", err);
-             });
+    // ibv_rereg_mr() returns an IBV_REREG_MR_ERR_* code (negative), not an errno: errno holds the cause,
+    // which check_rc() reads for -1.
+    const int rc = ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, b.data(), page, 0);
+    check_rc(rc == 0 ? 0 : -1, "ibv_rereg_mr(IBV_REREG_MR_CHANGE_TRANSLATION)", [](int err) {
+        return err == EOPNOTSUPP ? std::string("the device's provider cannot re-register (rdma-core's rxe "
+                                               "provider has no rereg_mr); deregister and register the new "
+                                               "buffer instead (run without --rereg)")
+                                 : hint_for_errno("ibv_rereg_mr", err);
+    });
     info("ibv_rereg_mr moved a one-page registration: the device re-registers");
 }
 
@@ -247,8 +249,8 @@ void measure(ibv_pd *pd, const std::optional<Fd> &udmabuf_dev, std::size_t size,
         MrPtr mr(raw);
         if (opt.rereg) {
             t0 = Clock::now();
-            check_rc(ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other->data(), size, 0),
-                     "ibv_rereg_mr(" + size_text(size) + ")");
+            const int rc = ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other->data(), size, 0);
+            check_rc(rc == 0 ? 0 : -1, "ibv_rereg_mr(" + size_text(size) + ")"); // errno holds the cause
             rereg.push_back(us_since(t0));
         }
         t0 = Clock::now();

@@ -200,6 +200,8 @@ void trace_pointer(const std::string &call, const void *ptr)
 
 // The error an int-returning call reports: the verbs return an errno value (the post calls of some
 // providers, Soft-iWARP's among them, return it negated), librdmacm returns -1 and sets errno.
+// ibv_rereg_mr() is the exception: it returns codes of its own (IBV_REREG_MR_ERR_*) and sets errno, so
+// its callers pass -1 for a failure.
 static int errno_of(int rc)
 {
     if (rc > 0)
