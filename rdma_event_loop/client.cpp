@@ -170,14 +170,7 @@ void run(const Args &args)
         CmEventPtr rep = t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"); // a REJ: its reason
         if (!rep)
             return false;
-        // The welcome is the peer's text: as long as ours, our magic, credits within our bounds.
-        if (rep->param.conn.private_data_len >= sizeof welcome)
-            std::memcpy(&welcome, rep->param.conn.private_data, sizeof welcome);
-        if (rep->param.conn.private_data_len < sizeof welcome || std::memcmp(welcome.magic, "ELP1", 4) != 0 ||
-            welcome.credits < 1 || welcome.credits > max_credits)
-            throw Error("the server's accept carries no rdma_event_loop welcome (or credits outside 1.." +
-                            std::to_string(max_credits) + ")",
-                        "is the server at " + t.c.peer + " an rdma_event_loop_server?");
+        welcome = read_welcome(rep->param.conn, t.c.peer); // the peer's text: checked before use (options.hpp)
         cm_ready_qp(id, qp.get());
         check_rc(rdma_establish(id), "rdma_establish");
         return true;

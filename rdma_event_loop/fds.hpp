@@ -6,6 +6,7 @@
 #pragma once
 
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/fd.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -19,24 +20,7 @@
 
 namespace event_loop {
 
-/** @brief A file descriptor that closes itself. */
-class UniqueFd {
-public:
-    /** @param fd what the system call returned; checked here (-1: errno says why) @param call its name */
-    UniqueFd(int fd, const char *call) : fd_(fd)
-    {
-        if (fd < 0)
-            rdma_samples::fail_errno(call, errno);
-    }
-    UniqueFd(const UniqueFd &) = delete;
-    UniqueFd &operator=(const UniqueFd &) = delete;
-    ~UniqueFd() { close(fd_); }
-    /** @return the descriptor */
-    int get() const { return fd_; }
-
-private:
-    int fd_;
-};
+using rdma_samples::Fd; // closes itself; Fd(call's return, call's name) checks the call (common/fd.hpp)
 
 /** @brief Make @p fd non-blocking: a read (or ibv_get_cq_event()) with nothing to take fails with EAGAIN.
  *  @param fd the descriptor @param what whose it is, for the error */
@@ -49,7 +33,7 @@ inline void set_nonblocking(int fd, const std::string &what)
 
 /** @brief Watch @p fd for input in epoll @p ep; the event carries @p fd back.
  *  @param ep the epoll @param fd what to watch @param what its name, for the error */
-inline void watch(const UniqueFd &ep, int fd, const std::string &what)
+inline void watch(const Fd &ep, int fd, const std::string &what)
 {
     epoll_event ev{};
     ev.events = EPOLLIN;
@@ -74,7 +58,7 @@ inline int signal_fd()
 /** @brief Arm timerfd @p tfd to fire once at @p when (CLOCK_MONOTONIC, absolute), or disarm it.
  *  @param tfd the timerfd @param when the deadline @param armed false: disarm */
 template <typename TimePoint>
-void arm_timer(const UniqueFd &tfd, TimePoint when, bool armed)
+void arm_timer(const Fd &tfd, TimePoint when, bool armed)
 {
     const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(when.time_since_epoch()).count();
     itimerspec its{};

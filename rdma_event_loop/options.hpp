@@ -6,8 +6,12 @@
 #pragma once
 
 #include <rdma_samples/args.hpp>
+#include <rdma_samples/check.hpp>
+
+#include <rdma/rdma_cma.h>
 
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace event_loop {
@@ -40,6 +44,26 @@ inline constexpr std::size_t max_reject_reason = 100;
 
 /** @brief The most credits a server grants, and so receives a client posts. */
 inline constexpr int max_credits = 16;
+
+/**
+ * @brief The welcome in a server's REP, checked as the peer's text it is: as long as ours, our magic,
+ * credits within 1..max_credits.
+ * @param conn the CONNECT_RESPONSE (or ESTABLISHED) event's connection parameters
+ * @param peer the server, for the error
+ * @return the welcome @throws rdma_samples::Error when it is not a welcome we can use
+ */
+inline Welcome read_welcome(const rdma_conn_param &conn, const std::string &peer)
+{
+    Welcome welcome;
+    if (conn.private_data_len >= sizeof welcome)
+        std::memcpy(&welcome, conn.private_data, sizeof welcome);
+    if (conn.private_data_len < sizeof welcome || std::memcmp(welcome.magic, "ELP1", 4) != 0 || welcome.credits < 1 ||
+        welcome.credits > max_credits)
+        throw rdma_samples::Error("the server's accept carries no rdma_event_loop welcome (or credits outside 1.." +
+                                      std::to_string(max_credits) + ")",
+                                  "is the server at " + peer + " an rdma_event_loop_server?");
+    return welcome;
+}
 
 /** @brief rdma_event_loop_server's command line. @param opt where the values go @return the spec */
 inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)

@@ -67,9 +67,9 @@ void run(const Args &args, const ServerOptions &opt)
          args.listen_port);
     CmConnection listener = cm_listen(args.listen_port, opt.max_clients);
     //! [epoll]
-    UniqueFd ep(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
-    UniqueFd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create");
-    UniqueFd signals(signal_fd(), "signalfd");
+    Fd ep(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
+    Fd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create");
+    Fd signals(signal_fd(), "signalfd");
     set_nonblocking(dev.ctx->async_fd, "the device's async fd"); // ibv_get_async_event() too
     const int cm_fd = listener.channel->fd;                      // (non-blocking: cm_listen() made it so)
     watch(ep, cm_fd, "the RDMA CM channel");

@@ -15,7 +15,8 @@
  * (they are the parent's, opened on the parent's file of /dev/infiniband/uverbsN). fork-friendly, not
  * fork-safe: a child that needs RDMA opens the device itself, or exec()s.
  */
-#include "mapping.hpp"
+#include "support/mapping.hpp"
+#include "support/proc.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
@@ -24,7 +25,6 @@
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/text.hpp>
 #include <rdma_samples/verbs.hpp>
-#include <rdma_samples/wait.hpp>
 
 #include <fcntl.h>
 #include <sys/wait.h>
@@ -33,10 +33,9 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
-#include <thread>
 
 using namespace rdma_samples;
+using namespace rdma_memory; // Mapping, the /proc readers, wait_child (support/)
 
 namespace {
 
@@ -60,42 +59,6 @@ const char *fork_status_text(ibv_fork_status status)
     return "unknown";
 }
 
-/** Whether /proc/self/smaps marks the mapping that starts at @p addr "dc" (do not copy: MADV_DONTFORK). */
-bool dont_fork(const void *addr)
-{
-    std::ifstream smaps("/proc/self/smaps");
-    char start[32];
-    std::snprintf(start, sizeof start, "%lx-", static_cast<unsigned long>(reinterpret_cast<std::uintptr_t>(addr)));
-    bool ours = false;
-    for (std::string line; std::getline(smaps, line);) {
-        if (line.starts_with(start))
-            ours = true;
-        else if (ours && line.starts_with("VmFlags:"))
-            return (line + " ").find(" dc ") != std::string::npos;
-    }
-    return false;
-}
-
-/** The physical page frame under @p addr, from /proc/self/pagemap; 0 when not shown (it needs root). */
-std::uint64_t page_frame(const void *addr)
-{
-    const int fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
-    if (fd < 0)
-        return 0;
-    // One 8-byte entry per virtual page: bit 63 "present", bits 0-54 the frame number.
-    const auto page = static_cast<std::uintptr_t>(sysconf(_SC_PAGESIZE));
-    std::uint64_t entry = 0;
-    const ssize_t n =
-        pread(fd, &entry, sizeof entry, static_cast<off_t>(reinterpret_cast<std::uintptr_t>(addr) / page * 8));
-    close(fd);
-    return n == sizeof entry && (entry >> 63) != 0 ? entry & ((std::uint64_t{1} << 55) - 1) : 0;
-}
-
-std::string frame_text(std::uint64_t pfn)
-{
-    return pfn != 0 ? hex(pfn) : std::string("not shown (reading page frames needs root)");
-}
-
 /** The child: read the registered page, report it through @p report, write into the page. No verbs. */
 [[noreturn]] void child(char *buf, std::size_t len, int report)
 {
@@ -109,22 +72,6 @@ std::string frame_text(std::uint64_t pfn)
     seen += "wrote\n";
     const ssize_t n = write(report, seen.data(), seen.size());
     _exit(n == static_cast<ssize_t>(seen.size()) ? 0 : 3);
-}
-
-/** Wait for the child at most @p timeout_s seconds; kill it after that. @return its wait status */
-int wait_child(pid_t pid, int timeout_s)
-{
-    const Deadline deadline(timeout_s);
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-        if (deadline.expired()) {
-            kill(pid, SIGKILL);
-            waitpid(pid, &status, 0);
-            throw timeout_error(timeout_s, "the child to end", "the child was killed; raise -t on a slow machine");
-        }
-        std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return status;
 }
 
 void run(const Args &args, bool fork_init)
@@ -144,7 +91,7 @@ void run(const Args &args, bool fork_init)
     step(3, "open a device, register one page holding \"%s\"", parent_text);
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    rdma_memory::Mapping buf(static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), false);
+    Mapping buf(static_cast<std::size_t>(sysconf(_SC_PAGESIZE)), false);
     std::memcpy(buf.data(), parent_text, sizeof parent_text);
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     const std::uint64_t frame = page_frame(buf.data());

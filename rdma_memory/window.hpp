@@ -1,7 +1,8 @@
 /**
  * @file window.hpp
- * @brief What rdma_memory's window pair shares: the region's shape, the wr_ids of its five messages and
- * the two zero-length messages they are made of.
+ * @brief What rdma_memory's window pair shares: the region's shape, the wr_ids of its five messages, the
+ * zero-length SEND they are made of (their receives: post_empty_receive(), exchange.hpp), the
+ * responder's flags and its look at the region.
  *
  * The conversation, in order (every message is a zero-length SEND but the descriptor):
  *
@@ -15,12 +16,18 @@
  */
 #pragma once
 
+#include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
 
 #include <infiniband/verbs.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
 
 namespace window {
 
@@ -36,21 +43,6 @@ inline constexpr std::uint64_t done_wr_id = 0x62;       ///< its "done with the 
 inline constexpr std::uint64_t revoked_wr_id = 0x63;    ///< the responder's "revoked"
 inline constexpr std::uint64_t bind_wr_id = 0xb1;       ///< the bind (type 1: ibv_bind_mw; type 2: a work request)
 inline constexpr std::uint64_t invalidate_wr_id = 0xb2; ///< type 2's revocation, IBV_WR_LOCAL_INV
-
-/**
- * @brief Post a receive without a scatter/gather list, for a zero-length message (a signal, as the
- * goodbye of chapter 2 is). Receives are consumed in the order they were posted.
- * @param qp    our QP, in INIT or later
- * @param wr_id which message it waits for
- * @param what  the message, for the error
- */
-inline void post_empty_receive(ibv_qp *qp, std::uint64_t wr_id, const char *what)
-{
-    ibv_recv_wr wr{};
-    wr.wr_id = wr_id;
-    ibv_recv_wr *bad_wr = nullptr;
-    rdma_samples::check_rc(ibv_post_recv(qp, &wr, &bad_wr), what);
-}
 
 /**
  * @brief Post a zero-length SEND: a signal that carries no data, only its arrival.
@@ -69,6 +61,61 @@ inline void post_empty_send(ibv_qp *qp, std::uint64_t wr_id, const char *what, s
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
     rdma_samples::check_rc(ibv_post_send(qp, &wr, &bad_wr), what);
+}
+
+/** @brief The responder's own flags: the window's type and the part of the region it covers. */
+struct ResponderOptions {
+    int type = 2;                          ///< --type: 1 or 2
+    std::uint32_t offset = default_offset; ///< --offset: where the window starts in the region
+    std::uint32_t length = default_length; ///< --length: how many bytes it covers
+
+    /** @brief The flags that fill these fields, for ProgramSpec::extra. @return them */
+    std::vector<rdma_samples::ExtraFlag> flags()
+    {
+        using rdma_samples::parse_number;
+        return {
+            rdma_samples::int_flag("type", "1|2", "the window's type: 1 (ibv_bind_mw) or 2 (a bind work request)", "2",
+                                   type, 1, 2),
+            {"offset", "BYTES",
+             "where the window starts in the 4096-byte region; past the region is refused by the device "
+             "(IBV_WC_MW_BIND_ERR)",
+             std::to_string(default_offset),
+             [this](const std::string &v) {
+                 offset = static_cast<std::uint32_t>(parse_number("--offset", v, 0, 1u << 20));
+             }},
+            {"length", "BYTES", "how many bytes the window covers", std::to_string(default_length),
+             [this](const std::string &v) {
+                 length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 20));
+             }},
+        };
+    }
+};
+
+/**
+ * @brief The responder's look at its zero-filled region after the requester's WRITE: print what the
+ * window holds, and refuse any changed byte outside it.
+ * @param region the region, all zero before the requester wrote
+ * @param opt    where the window is
+ * @throws rdma_samples::Error naming how many bytes outside the window changed
+ */
+inline void check_window(const rdma_samples::Buffer &region, const ResponderOptions &opt)
+{
+    const char *window_bytes = region.data() + opt.offset;
+    std::size_t first = 0; // the first byte written (a WRITE may start anywhere in the window)
+    while (first < opt.length && window_bytes[first] == 0)
+        ++first;
+    const std::size_t written = strnlen(window_bytes + first, opt.length - first);
+    rdma_samples::result("Window holds: \"%.*s\"%s", static_cast<int>(written), window_bytes + first,
+                         first > 0 && first < opt.length ? (" (from byte " + std::to_string(first) + ")").c_str() : "");
+    std::size_t changed = 0;
+    for (std::size_t i = 0; i < region.size(); ++i)
+        if ((i < opt.offset || i >= std::size_t{opt.offset} + opt.length) && region.data()[i] != 0)
+            ++changed;
+    if (changed != 0)
+        throw rdma_samples::Error(std::to_string(changed) + " byte(s) outside the window changed",
+                                  "the requester wrote past the window and our device let it: Soft-RoCE checks a "
+                                  "window's rkey, access and region, not its bounds (chapter 18)");
+    rdma_samples::result("Outside the window: all %zu bytes unchanged", region.size() - opt.length);
 }
 
 } // namespace window

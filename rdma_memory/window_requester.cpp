@@ -91,7 +91,7 @@ static void run(const Args &args, const Options &opt)
 
     step(4, "post the receives for the window's descriptor and for \"revoked\", then connect");
     DescriptorReceive descriptor(pd.get(), qp.get());
-    window::post_empty_receive(qp.get(), window::revoked_wr_id, "ibv_post_recv(revoked)");
+    post_empty_receive(qp.get(), mr.get(), window::revoked_wr_id, "ibv_post_recv(revoked)");
     Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
                                              "the responder (rdma_memory_window_responder)");
 

@@ -33,24 +33,9 @@
 
 using namespace rdma_samples;
 
-/** This program's own flags; the common ones are in Args. */
-struct Options {
-    int type = 2;                                  ///< --type: 1 or 2
-    std::uint32_t offset = window::default_offset; ///< --offset: where the window starts in the region
-    std::uint32_t length = window::default_length; ///< --length: how many bytes it covers
-};
+using window::ResponderOptions;
 
-/** @brief The bytes of the region outside [offset, offset + length) that are not zero, or 0 for none. */
-static std::size_t changed_outside(const Buffer &region, std::uint32_t offset, std::uint32_t length)
-{
-    std::size_t changed = 0;
-    for (std::size_t i = 0; i < region.size(); ++i)
-        if ((i < offset || i >= std::size_t{offset} + length) && region.data()[i] != 0)
-            ++changed;
-    return changed;
-}
-
-static void run(const Args &args, const Options &opt)
+static void run(const Args &args, const ResponderOptions &opt)
 {
     step(1, "open an RDMA device, check that it has type %d memory windows, allocate a protection domain", opt.type);
     Device dev = open_device(args.device, args.gid_index);
@@ -89,8 +74,8 @@ static void run(const Args &args, const Options &opt)
     info("QPN 0x%06x, state INIT", qp->qp_num);
 
     step(4, "post the receives for the requester's three signals: grant me a window, done, goodbye");
-    window::post_empty_receive(qp.get(), window::request_wr_id, "ibv_post_recv(request)");
-    window::post_empty_receive(qp.get(), window::done_wr_id, "ibv_post_recv(done)");
+    post_empty_receive(qp.get(), mr.get(), window::request_wr_id, "ibv_post_recv(request)");
+    post_empty_receive(qp.get(), mr.get(), window::done_wr_id, "ibv_post_recv(done)");
     post_goodbye_receive(qp.get(), mr.get());
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM"
@@ -157,18 +142,7 @@ static void run(const Args &args, const Options &opt)
     // Our memory is checked before the completion: if the requester's WRITE was refused, the connection
     // broke and this receive is flushed, and what the refusal left of our memory is the lesson.
     const ibv_wc done = completions.poll_for(window::done_wr_id, args.timeout_s, "the requester's \"done\"");
-    const char *window_bytes = region.data() + opt.offset;
-    std::size_t first = 0; // the first byte written (a WRITE may start anywhere in the window)
-    while (first < opt.length && window_bytes[first] == 0)
-        ++first;
-    const std::size_t written = strnlen(window_bytes + first, opt.length - first);
-    result("Window holds: \"%.*s\"%s", static_cast<int>(written), window_bytes + first,
-           first > 0 && first < opt.length ? (" (from byte " + std::to_string(first) + ")").c_str() : "");
-    if (const std::size_t changed = changed_outside(region, opt.offset, opt.length); changed != 0)
-        throw Error(std::to_string(changed) + " byte(s) outside the window changed",
-                    "the requester wrote past the window and our device let it: Soft-RoCE checks a window's rkey, "
-                    "access and region, not its bounds (chapter 18)");
-    result("Outside the window: all %zu bytes unchanged", region.size() - opt.length);
+    window::check_window(region, opt);
     completions.check(done, IBV_WC_RECV, "the requester's \"done\"");
 
     //! [revoke]
@@ -217,23 +191,12 @@ static void run(const Args &args, const Options &opt)
 
 int main(int argc, char **argv)
 {
-    Options opt;
+    ResponderOptions opt;
     ProgramSpec spec{.name = "rdma_memory_window_responder",
                      .role = "responder",
                      .summary = "Memory windows, responder side: grant part of a region, then revoke the grant.",
                      .resource_descriptor = false,
                      .rdma_cm = true};
-    spec.extra.push_back(
-        int_flag("type", "1|2", "the window's type: 1 (ibv_bind_mw) or 2 (a bind work request)", "2", opt.type, 1, 2));
-    spec.extra.push_back({"offset", "BYTES",
-                          "where the window starts in the 4096-byte region; past the region is "
-                          "refused by the device (IBV_WC_MW_BIND_ERR)",
-                          std::to_string(window::default_offset), [&](const std::string &v) {
-                              opt.offset = static_cast<std::uint32_t>(parse_number("--offset", v, 0, 1u << 20));
-                          }});
-    spec.extra.push_back({"length", "BYTES", "how many bytes the window covers", std::to_string(window::default_length),
-                          [&](const std::string &v) {
-                              opt.length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 20));
-                          }});
+    spec.extra = opt.flags();
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }

@@ -142,18 +142,23 @@ ResourceDescriptor describe_export(const ibv_mr *mr, int access, ResourceKind ki
     return d;
 }
 
-void post_goodbye_receive(ibv_qp *qp, const ibv_mr *mr)
+void post_empty_receive(ibv_qp *qp, const ibv_mr *mr, std::uint64_t wr_id, const std::string &what)
 {
     ibv_sge none{}; // one entry of length 0: Soft-iWARP's provider refuses a receive with no entry
     none.addr = reinterpret_cast<std::uintptr_t>(mr->addr);
     none.length = 0;
     none.lkey = mr->lkey;
-    ibv_recv_wr bye{};
-    bye.wr_id = goodbye_wr_id;
-    bye.sg_list = &none;
-    bye.num_sge = 1;
+    ibv_recv_wr wr{};
+    wr.wr_id = wr_id;
+    wr.sg_list = &none;
+    wr.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp, &bye, &bad_wr), "ibv_post_recv(goodbye)");
+    check_rc(ibv_post_recv(qp, &wr, &bad_wr), what);
+}
+
+void post_goodbye_receive(ibv_qp *qp, const ibv_mr *mr)
+{
+    post_empty_receive(qp, mr, goodbye_wr_id, "ibv_post_recv(goodbye)");
 }
 
 void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s)

@@ -8,6 +8,7 @@
 #include "../protocol.hpp"
 
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/fd.hpp>
 #include <rdma_samples/text.hpp>
 
 #include <fcntl.h>
@@ -31,6 +32,7 @@
 namespace file_transfer {
 
 using rdma_samples::Error;
+using rdma_samples::Fd;
 
 /** @brief SHA-256 through OpenSSL's EVP interface (libcrypto), fed piece by piece. */
 class Sha256 {
@@ -61,27 +63,6 @@ private:
         void operator()(EVP_MD_CTX *c) const { EVP_MD_CTX_free(c); }
     };
     std::unique_ptr<EVP_MD_CTX, Free> ctx_;
-};
-
-/** @brief A file descriptor, closed when it goes. */
-class Fd {
-public:
-    /** @param fd an open descriptor, or -1 */
-    explicit Fd(int fd = -1) : fd_(fd) {}
-    Fd(Fd &&o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
-    Fd(const Fd &) = delete;
-    Fd &operator=(const Fd &) = delete;
-    Fd &operator=(Fd &&) = delete;
-    ~Fd()
-    {
-        if (fd_ >= 0)
-            close(fd_);
-    }
-    /** @brief The descriptor. @return it */
-    int get() const { return fd_; }
-
-private:
-    int fd_;
 };
 
 /** @brief The file to send, open, with the size it had when opened. */

@@ -135,9 +135,19 @@ ResourceDescriptor describe_export(const ibv_mr *mr, int access, ResourceKind ki
                                    std::uint32_t length = 0);
 
 /**
- * @brief The responder's receive for the goodbye, as rdma_write/responder.cpp's step 4 writes it out:
- * one scatter/gather entry of length 0 in @p mr (the goodbye carries no data, so nothing lands;
- * Soft-iWARP's user-space provider refuses a receive with no entry at all), wr_id goodbye_wr_id.
+ * @brief A receive for a zero-length message (a signal, such as the goodbye), as
+ * rdma_write/responder.cpp's step 4 writes it out: one scatter/gather entry of length 0 in @p mr (the
+ * message carries no data, so nothing lands; Soft-iWARP's user-space provider refuses a receive with no
+ * entry at all). Receives are consumed in the order they were posted.
+ * @param qp    our QP, in INIT or later
+ * @param mr    a memory region of ours, named by the empty entry (nothing is written to it)
+ * @param wr_id which message it waits for
+ * @param what  the message, for the error, e.g. "ibv_post_recv(goodbye)"
+ */
+void post_empty_receive(ibv_qp *qp, const ibv_mr *mr, std::uint64_t wr_id, const std::string &what);
+
+/**
+ * @brief The responder's receive for the goodbye: post_empty_receive() with wr_id goodbye_wr_id.
  * Post it before the requester can reach the QP, so that the goodbye never meets "Receiver Not Ready".
  * @param qp our QP, in INIT or later
  * @param mr a memory region of ours, named by the empty entry (nothing is written to it)
