@@ -49,18 +49,18 @@ struct Talk {
     int timeout_s;
 };
 
-void post(Talk &t, bool send, int slot, std::uint32_t len)
+void post(Talk &talk, bool send, int slot, std::uint32_t len)
 {
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(t.buf.data() + static_cast<std::size_t>(slot) * slot_size), len,
-                t.mr->lkey};
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(talk.buf.data() + static_cast<std::size_t>(slot) * slot_size), len,
+                talk.mr->lkey};
     if (!send) {
         ibv_recv_wr wr{};
         wr.wr_id = static_cast<std::uint64_t>(slot);
         wr.sg_list = &sge;
         wr.num_sge = 1;
         ibv_recv_wr *bad = nullptr;
-        check_rc(ibv_post_recv(t.qp, &wr, &bad), "ibv_post_recv");
-        ++t.recvs_posted;
+        check_rc(ibv_post_recv(talk.qp, &wr, &bad), "ibv_post_recv");
+        ++talk.recvs_posted;
         return;
     }
     ibv_send_wr wr{};
@@ -70,57 +70,57 @@ void post(Talk &t, bool send, int slot, std::uint32_t len)
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad = nullptr;
-    check_rc(ibv_post_send(t.qp, &wr, &bad), "ibv_post_send");
-    ++t.sends_busy;
+    check_rc(ibv_post_send(talk.qp, &wr, &bad), "ibv_post_send");
+    ++talk.sends_busy;
 }
 
 /** One completion: an echo (check it against what we sent, post its receive again) or a SEND done. */
-void take(Talk &t, const ibv_wc &wc)
+void take(Talk &talk, const ibv_wc &wc)
 {
     const bool echo = static_cast<int>(wc.wr_id) < max_credits;
     check_wc(wc, echo ? IBV_WC_RECV : IBV_WC_SEND, echo ? "the receive of an echo" : "a SEND");
     if (!echo) {
-        --t.sends_busy;
+        --talk.sends_busy;
         return;
     }
-    --t.recvs_posted;
-    const std::string &want = t.sent.at(static_cast<std::size_t>(t.echoes)); // RC: echoes come in order
-    const char *got = t.buf.data() + wc.wr_id * slot_size;
+    --talk.recvs_posted;
+    const std::string &want = talk.sent.at(static_cast<std::size_t>(talk.echoes)); // RC: echoes come in order
+    const char *got = talk.buf.data() + wc.wr_id * slot_size;
     if (wc.byte_len != want.size() || std::memcmp(got, want.data(), want.size()) != 0)
-        throw Error("echo " + std::to_string(t.echoes + 1) + " differs from what we sent: got " +
+        throw Error("echo " + std::to_string(talk.echoes + 1) + " differs from what we sent: got " +
                         quote(std::string(got, std::min<std::size_t>(wc.byte_len, slot_size))) + ", sent " +
                         quote(want),
                     "the server must send back exactly the bytes it received");
-    ++t.echoes;
-    result("echo %d: \"%s\" (%zu bytes), byte for byte as sent", t.echoes, want.c_str(), want.size());
-    if (t.echoes + t.recvs_posted < opt.count)
-        post(t, false, static_cast<int>(wc.wr_id), slot_size); // a receive for a later echo
+    ++talk.echoes;
+    result("echo %d: \"%s\" (%zu bytes), byte for byte as sent", talk.echoes, want.c_str(), want.size());
+    if (talk.echoes + talk.recvs_posted < opt.count)
+        post(talk, false, static_cast<int>(wc.wr_id), slot_size); // a receive for a later echo
 }
 
 /** Sleep (bounded by @p wait_ms) until a completion or a CM event; take what came. A CM event here
  *  can only be the server closing the connection. @return false when nothing came in time */
-bool sleep_once(Talk &t, int wait_ms, const std::string &what)
+bool sleep_once(Talk &talk, int wait_ms, const std::string &what)
 {
     ibv_wc wc{};
-    check_rc(ibv_req_notify_cq(t.cq, 0), "ibv_req_notify_cq"); // arm, then look once more: the race
-    if (check_poll(ibv_poll_cq(t.cq, 1, &wc)) == 1) {
-        take(t, wc);
+    check_rc(ibv_req_notify_cq(talk.cq, 0), "ibv_req_notify_cq"); // arm, then look once more: the race
+    if (check_poll(ibv_poll_cq(talk.cq, 1, &wc)) == 1) {
+        take(talk, wc);
         return true;
     }
-    pollfd fds[2] = {{t.channel->fd, POLLIN, 0}, {t.cm->fd, POLLIN, 0}};
+    pollfd fds[2] = {{talk.channel->fd, POLLIN, 0}, {talk.cm->fd, POLLIN, 0}};
     const int ready = poll(fds, 2, wait_ms);
     if (ready < 0 && errno != EINTR)
         fail_errno("poll", errno);
     if (ready > 0 && (fds[0].revents & POLLIN)) {
         ibv_cq *ev_cq = nullptr;
         void *ev_ctx = nullptr;
-        check_rc(ibv_get_cq_event(t.channel, &ev_cq, &ev_ctx), "ibv_get_cq_event");
+        check_rc(ibv_get_cq_event(talk.channel, &ev_cq, &ev_ctx), "ibv_get_cq_event");
         ibv_ack_cq_events(ev_cq, 1);
     }
-    while (check_poll(ibv_poll_cq(t.cq, 1, &wc)) == 1)
-        take(t, wc);
+    while (check_poll(ibv_poll_cq(talk.cq, 1, &wc)) == 1)
+        take(talk, wc);
     rdma_cm_event *raw = nullptr;
-    if (ready > 0 && (fds[1].revents & POLLIN) && rdma_get_cm_event(t.cm, &raw) == 0) {
+    if (ready > 0 && (fds[1].revents & POLLIN) && rdma_get_cm_event(talk.cm, &raw) == 0) {
         const CmEventPtr ev(raw); // connected, the only event left to come is the end: DISCONNECTED
         throw Error("the server closed the connection (" + cm_event_name(ev->event) + ") while we waited for " + what,
                     "the server drops a client that sends nothing for its -t, or that it cannot serve; its output "
@@ -131,12 +131,12 @@ bool sleep_once(Talk &t, int wait_ms, const std::string &what)
 
 /** Wait, bounded by -t, until @p done holds. */
 template <typename Pred>
-void wait_until(Talk &t, Pred done, const std::string &what)
+void wait_until(Talk &talk, Pred done, const std::string &what)
 {
-    const Deadline deadline(t.timeout_s);
+    const Deadline deadline(talk.timeout_s);
     while (!done())
-        if (!sleep_once(t, deadline.left_ms(), what) && deadline.expired())
-            throw timeout_error(t.timeout_s, what, "is the server still running? its output says why");
+        if (!sleep_once(talk, deadline.left_ms(), what) && deadline.expired())
+            throw timeout_error(talk.timeout_s, what, "is the server still running? its output says why");
 }
 
 void run(const Args &args)
@@ -176,29 +176,30 @@ void run(const Args &args)
         return true;
     });
     //! [connect]
-    Talk t{qp.get(), cq.get(), channel.get(), cm.channel.get(), buf, mr.get(), {}, {}, 0, 0, 0, args.timeout_s};
-    t.window = std::min<int>(welcome.credits, opt.count);
-    info("connected; the server grants %u credits: up to %d message(s) out at once", welcome.credits, t.window);
+    Talk talk{qp.get(), cq.get(), channel.get(), cm.channel.get(), buf, mr.get(), {}, {}, 0, 0, 0, args.timeout_s};
+    talk.window = std::min<int>(welcome.credits, opt.count);
+    info("connected; the server grants %u credits: up to %d message(s) out at once", welcome.credits, talk.window);
 
-    step(5, "post %d receive(s), then SEND %d message(s), never more out than the credits", t.window, opt.count);
-    for (int slot = 0; slot < t.window; ++slot)
-        post(t, false, slot, slot_size); // before the first SEND: an echo never finds no receive
+    step(5, "post %d receive(s), then SEND %d message(s), never more out than the credits", talk.window, opt.count);
+    for (int slot = 0; slot < talk.window; ++slot)
+        post(talk, false, slot, slot_size); // before the first SEND: an echo never finds no receive
     //! [credits]
     for (int i = 0; i < opt.count; ++i) {
         // Out: sent and not echoed yet. At the window, wait for an echo: it gives its credit back.
         wait_until(
-            t, [&] { return i - t.echoes < t.window && t.sends_busy < t.window; }, "an echo (a credit back)");
+            talk, [&] { return i - talk.echoes < talk.window && talk.sends_busy < talk.window; },
+            "an echo (a credit back)");
         for (const Deadline pause = Deadline::in_ms(opt.interval_ms); !pause.expired();)
-            sleep_once(t, pause.left_ms(), "nothing (a pause before message " + std::to_string(i + 1) + ")");
-        t.sent.push_back(args.message + " #" + std::to_string(i + 1));
-        const int slot = max_credits + (i % t.window); // the oldest send slot: sends complete in order
-        std::memcpy(buf.data() + static_cast<std::size_t>(slot) * slot_size, t.sent.back().data(),
-                    t.sent.back().size());
-        post(t, true, slot, static_cast<std::uint32_t>(t.sent.back().size()));
+            sleep_once(talk, pause.left_ms(), "nothing (a pause before message " + std::to_string(i + 1) + ")");
+        talk.sent.push_back(args.message + " #" + std::to_string(i + 1));
+        const int slot = max_credits + (i % talk.window); // the oldest send slot: sends complete in order
+        std::memcpy(buf.data() + static_cast<std::size_t>(slot) * slot_size, talk.sent.back().data(),
+                    talk.sent.back().size());
+        post(talk, true, slot, static_cast<std::uint32_t>(talk.sent.back().size()));
     }
     //! [credits]
     wait_until(
-        t, [&] { return t.echoes == opt.count && t.sends_busy == 0; }, "the last echo");
+        talk, [&] { return talk.echoes == opt.count && talk.sends_busy == 0; }, "the last echo");
     result("All %d echoes match what was sent", opt.count);
 
     step(6, "disconnect (RDMA CM)");

@@ -41,11 +41,11 @@ static std::uint64_t wait_for_event(std::atomic_ref<std::uint64_t> event, std::u
     char what[64];
     std::snprintf(what, sizeof what, "the sync event to reach 0x%llx", static_cast<unsigned long long>(target));
     Waiter waiter(timeout_s, what, "the requester is gone or has not started; check its output");
-    std::uint64_t v;
-    while ((v = event.load(std::memory_order_acquire)) < target)
+    std::uint64_t value;
+    while ((value = event.load(std::memory_order_acquire)) < target)
         waiter.pause(); // yields, then sleeps a little: a long wait does not burn a core
     //! [wait_value]
-    return v;
+    return value;
 }
 
 static void run(const Args &args, const Options &opt)
