@@ -67,29 +67,23 @@ void require_odp(const Device &dev, ibv_pd *pd)
  *  @param dev /dev/udmabuf, opened (or -1, and @p open_err says why not) */
 void require_dmabuf(ibv_pd *pd, const Fd &dev, int open_err)
 {
-    if (dev.get() < 0) {
+    if (dev.get() < 0)
         result("No /dev/udmabuf here (%s): this kernel has no udmabuf driver (CONFIG_UDMABUF; try modprobe "
                "udmabuf), so there is no dma-buf to register without a GPU",
                std::strerror(open_err));
-        // Without a dma-buf the device can still say whether it would take one: a provider without dma-buf
-        // registration refuses before it looks at the file descriptor (EOPNOTSUPP); one with it refuses
-        // the invalid descriptor -1 (EBADF).
-        MrPtr mr(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, -1, IBV_ACCESS_LOCAL_WRITE));
-        const int err = errno;
-        fail_errno("ibv_reg_dmabuf_mr(fd -1)", err,
-                   err == EOPNOTSUPP
-                       ? "the device's provider has no dma-buf registration (rxe has none); a device needs it in "
-                         "its provider and kernel driver (e.g. mlx5, efa, irdma), with an exporter such as a GPU "
-                         "driver or udmabuf"
-                       : "the provider takes dma-bufs, but this machine has no exporter to make one (/dev/udmabuf)");
-    }
-    Fd probe = make_udmabuf(dev.get(), 4096);
+    // Without a dma-buf the device can still say whether it would take one: a provider without dma-buf
+    // registration refuses before it looks at the file descriptor (EOPNOTSUPP); one with it refuses the
+    // invalid descriptor -1 (EBADF).
+    Fd probe = dev.get() < 0 ? Fd() : make_udmabuf(dev.get(), 4096);
     MrPtr mr(ibv_reg_dmabuf_mr(pd, 0, 4096, 0, probe.get(), IBV_ACCESS_LOCAL_WRITE));
     const int err = errno;
     if (!mr)
-        fail_errno("ibv_reg_dmabuf_mr", err,
+        fail_errno(probe.get() < 0 ? "ibv_reg_dmabuf_mr(fd -1)" : "ibv_reg_dmabuf_mr", err,
                    err == EOPNOTSUPP ? "the device's provider has no dma-buf registration (rxe has none); a device "
-                                       "needs it in its provider and kernel driver (e.g. mlx5, efa, irdma)"
+                                       "needs it in its provider and kernel driver (e.g. mlx5, efa, irdma), with an "
+                                       "exporter such as a GPU driver or udmabuf"
+                   : probe.get() < 0 ? "the provider takes dma-bufs, but this machine has no exporter to make one "
+                                       "(/dev/udmabuf)"
                                      : "the device refused this dma-buf; see ibv_reg_dmabuf_mr in ibv_reg_mr(3)");
     info("ibv_reg_dmabuf_mr of a 4 KiB udmabuf: lkey 0x%x: the device registers dma-bufs", mr->lkey);
 }
