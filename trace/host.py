@@ -49,6 +49,11 @@ def pair(sample):
     return json.loads(run.stdout) if run.returncode == 0 else None
 
 
+def provider(out):
+    """The provider both VMs run (OUT/provider, written by trace/trace): rxe or siw."""
+    return read(os.path.join(out, "provider"), "rxe").strip() or "rxe"
+
+
 def scenario(d, build, args):
     """Parse one scenario's command line (ARGS) and write what the VMs run into folder D."""
     sample, cm, spoil, kill, timeout, netem, lose, extra_resp, flags = None, False, False, False, "10", "", "", [], []
@@ -112,7 +117,15 @@ def scenario(d, build, args):
         usage_error(f"{sample} connects with RDMA CM only: --kill-responder and --spoil-rkey need descriptor files")
     if lose and sample == "ud":
         usage_error("--lose-cm: ud's RDMA CM makes no connection (a SIDR lookup, no REQ ... DREP)")
-    cm = cm or bool(p.get("cm_only")) or bool(lose)  # (file_transfer: RDMA CM only, with or without --cm)
+    iwarp = provider(os.path.dirname(d)) == "siw"
+    if iwarp and p.get("files_only"):
+        usage_error(f"{sample} connects with descriptor files only, and iWARP connects only through RDMA CM")
+    if iwarp and lose:
+        usage_error("--lose-cm drops RoCE's CM messages (MADs in UDP); iWARP's are TCP and MPA frames")
+    if iwarp and (kill or spoil):
+        usage_error("--kill-responder and --spoil-rkey work with descriptor files; iWARP connects only through RDMA CM")
+    # (file_transfer: RDMA CM only, with or without --cm; iWARP: RDMA CM only)
+    cm = cm or bool(p.get("cm_only")) or bool(lose) or iwarp
     if cm and p.get("files_only"):
         usage_error(f"{sample} connects with descriptor files only: leave out --cm and --lose-cm")
     if cm and kill:
@@ -223,6 +236,7 @@ def counters(path):
 
 def ladder(d, opcodes, names=None):
     cmd = [sys.executable, os.path.join(HERE, "ladder.py")] + (["--opcodes"] if opcodes else []) + \
+          (["--iwarp"] if provider(os.path.dirname(d)) == "siw" else []) + \
           [os.path.join(d, "trace.pcap"), "--requester", CLIENT, "--responder", SERVER]
     if names:
         cmd += ["--requester-name", names[1], "--responder-name", names[0]]
@@ -249,7 +263,10 @@ def report(d, verbose):
             text.append(f"{who}: exit status {rc}: {failed}\n")
     text.append("\n")
     text.append(ladder(d, False, names))
-    text.append("\nrxe counters that changed:\n")
+    if provider(os.path.dirname(d)) == "siw":
+        text.append("\nsiw counters: none (siw has no hw_counters; TCP's are in nstat inside the VMs)\n")
+    else:
+        text.append("\nrxe counters that changed:\n")
     for host in ("a", "b"):
         before = counters(os.path.join(d, f"counters-{host}.before"))
         after = counters(os.path.join(d, f"counters-{host}.after"))

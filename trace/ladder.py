@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Print the RoCE v2 packets of a capture as a ladder a learner can read.
+"""Print the RoCE v2 (or, with --iwarp, iWARP) packets of a capture as a ladder a learner can read.
 
-    trace/ladder.py CAPTURE.pcap --requester ADDR --responder ADDR [--opcodes]
+    trace/ladder.py CAPTURE.pcap --requester ADDR --responder ADDR [--opcodes] [--iwarp]
 
 tshark decodes every header (Wireshark's InfiniBand dissector: BTH, RETH, AETH, AtomicETH, ImmDt,
 DETH, the CM's MADs); this script only lays the fields out: one line per packet, the time since the first one, the
@@ -14,6 +14,9 @@ NAK and its reason) and a UD datagram's DETH (the Q_Key it carries, the QP that 
 import argparse
 import subprocess
 import sys
+
+import iwarp
+from fields import number, preview, raw_bytes
 
 # IBTA vol. 1, 9.2 (base transport header): the opcodes of the RC and UD transports.
 OPCODES = {
@@ -57,28 +60,6 @@ FIELDS = ["frame.time_relative", "ip.src", "ip.dst", "infiniband.bth.opcode", "i
           "infiniband.cm.rej.reason", "infiniband.deth.q_key", "infiniband.deth.srcqp"]
 
 
-def number(text):
-    """tshark prints integers in decimal or hex depending on the field; take either (first of a list)."""
-    text = text.split(",")[0].strip()
-    if not text:
-        return None
-    return int(text, 16) if text.lower().startswith("0x") else int(text)
-
-
-def raw_bytes(text):
-    text = text.split(",")[0].replace(":", "").strip()
-    return bytes.fromhex(text) if text else b""
-
-
-def preview(data):
-    """A payload as the learner recognises it: text quoted (escaped), anything else as hex bytes."""
-    text = data.rstrip(b"\0")
-    if text and all(32 <= b < 127 or b in (9, 10) for b in text):
-        shown = text[:32].decode().replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-        return f'"{shown}"' + ("..." if len(text) > 32 else "")
-    return "[" + " ".join(f"{b:02x}" for b in data[:8]) + (" ...]" if len(data) > 8 else "]")
-
-
 def syndrome(s, msn):
     kind, low = s >> 5, s & 0x1F
     if kind == 0:
@@ -91,9 +72,9 @@ def syndrome(s, msn):
     return f"syndrome 0x{s:02x}"
 
 
-def tshark_rows(pcap):
-    cmd = ["tshark", "-r", pcap, "-Y", "infiniband", "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
-    for f in FIELDS:
+def tshark_rows(pcap, fields=FIELDS, display_filter="infiniband"):
+    cmd = ["tshark", "-r", pcap, "-Y", display_filter, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
+    for f in fields:
         cmd += ["-e", f]
     res = subprocess.run(cmd, capture_output=True, text=True)
     # tshark warns on stderr when run as root; only a failure matters.
@@ -101,8 +82,8 @@ def tshark_rows(pcap):
         sys.exit(f"ladder: tshark could not read {pcap}: {res.stderr.strip()}")
     for line in res.stdout.splitlines():
         cols = line.split("\t")
-        cols += [""] * (len(FIELDS) - len(cols))
-        yield dict(zip(FIELDS, cols))
+        cols += [""] * (len(fields) - len(cols))
+        yield dict(zip(fields, cols))
 
 
 def describe(row, seen):
@@ -172,9 +153,10 @@ def main():
     ap.add_argument("--requester-name", default="requester")
     ap.add_argument("--responder-name", default="responder")
     ap.add_argument("--opcodes", action="store_true", help="only DIRECTION OPCODE, one line per packet")
+    ap.add_argument("--iwarp", action="store_true", help="the capture is iWARP (TCP, MPA, DDP, RDMAP), not RoCE v2")
     a = ap.parse_args()
 
-    rows = list(tshark_rows(a.pcap))
+    rows = list(tshark_rows(a.pcap, iwarp.FIELDS, iwarp.FILTER) if a.iwarp else tshark_rows(a.pcap))
     seen = {}
     width = 36
     if not a.opcodes:
@@ -184,22 +166,23 @@ def main():
     for row in rows:
         t = float(row["frame.time_relative"] or 0)
         t0 = t if t0 is None else t0
-        name, details = describe(row, seen)
+        name, details = iwarp.describe(row) if a.iwarp else describe(row, seen)
         forward = row["ip.src"] == a.requester
         if a.opcodes:
             print(("->" if forward else "<-") + " " + name)
             continue
-        qp = number(row["infiniband.bth.destqp"])
-        psn = number(row["infiniband.bth.psn"])
+        if a.iwarp:  # a TCP connection: the ports say which one
+            head = f"TCP {row['tcp.srcport']} > {row['tcp.dstport']}"
+        else:
+            head = f"QP 0x{number(row['infiniband.bth.destqp']):06x} PSN 0x{number(row['infiniband.bth.psn']):06x}"
         label = f" {name} "
         if forward:
             arrow = "|--" + label + "-" * max(1, width - len(label) - 3) + ">|"
         else:
             arrow = "|<-" + label + "-" * max(1, width - len(label) - 3) + "-|"
-        head = f"QP 0x{qp:06x} PSN 0x{psn:06x}"
         print(f"{(t - t0) * 1000:7.3f} ms  {arrow}  {head}" + (f"  {'; '.join(details)}" if details else ""))
     if not rows and not a.opcodes:
-        print("(no RoCE v2 packets captured)")
+        print("(no iWARP packets captured)" if a.iwarp else "(no RoCE v2 packets captured)")
 
 
 if __name__ == "__main__":

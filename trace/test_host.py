@@ -117,6 +117,24 @@ class Prepare(unittest.TestCase):
             done = run("prepare", self.out, self.build, "--", *args)
             self.assertEqual((done.returncode, done.stderr), (2, message), args)
 
+    def test_on_iwarp_every_pair_connects_with_rdma_cm_and_the_roce_only_options_are_refused(self):
+        os.makedirs(self.out)
+        with open(os.path.join(self.out, "provider"), "w") as f:
+            f.write("siw\n")  # as trace/trace --provider siw writes it
+        done = run("prepare", self.out, self.build, "--", "write")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.assertEqual(command(os.path.join(self.out, "1", "requester.cmd"))[1:4], ["-cm", "-sa", "10.77.0.1"])
+        for args, message in [
+            (["recovery"], "trace: recovery connects with descriptor files only, and iWARP connects only through "
+                           "RDMA CM\n"),
+            (["write", "--lose-cm", "REQ"], "trace: --lose-cm drops RoCE's CM messages (MADs in UDP); iWARP's are "
+                                            "TCP and MPA frames\n"),
+            (["write", "--spoil-rkey"], "trace: --kill-responder and --spoil-rkey work with descriptor files; iWARP "
+                                        "connects only through RDMA CM\n"),
+        ]:
+            done = run("prepare", self.out, self.build, "--", *args)
+            self.assertEqual((done.returncode, done.stderr), (2, message), args)
+
     def test_a_missing_program_says_build_first(self):
         done = run("prepare", self.out, self.build, "--", "read")
         self.assertEqual(done.returncode, 1)
@@ -170,6 +188,40 @@ class Ladder(unittest.TestCase):
         self.assertEqual(ladder.describe(row, {})[0], "CM SIDR REQ (service lookup)")
         row["infiniband.mad.attributeid"] = "0x0018"
         self.assertEqual(ladder.describe(row, {})[0], "CM SIDR REP (lookup reply)")
+
+
+class IwarpLadder(unittest.TestCase):
+    def row(self, **fields):
+        sys.path.insert(0, HERE)
+        import iwarp
+        row = dict.fromkeys(iwarp.FIELDS, "")
+        row.update({k.replace("__", "."): v for k, v in fields.items()})
+        return iwarp, row
+
+    def test_mpa_start_frames_show_revision_crc_and_the_read_depths(self):
+        iwarp, row = self.row(iwarp_mpa__key__req="4d504120494420526571204672616d65", iwarp_mpa__rev="2",
+                              iwarp_mpa__crc_flag="0", iwarp_mpa__marker_flag="0", iwarp_mpa__pdlength="4",
+                              iwarp_mpa__privatedata="00010001")
+        self.assertEqual(iwarp.describe(row), ("MPA Request", ["revision 2, CRC off, markers off, private data 4 "
+                                                               "bytes", "IRD 1, ORD 1"]))
+
+    def test_a_read_request_names_both_ends_and_its_response_is_tagged(self):
+        iwarp, row = self.row(iwarp_rdma__opcode="0x01", iwarp_ddp__tagged_flag="0", iwarp_ddp__last_flag="1",
+                              iwarp_ddp__qn="1", iwarp_ddp__msn="1", iwarp_ddp__mo="0",
+                              iwarp_rdma__sinkstag="0x683c3c00", iwarp_rdma__sinkto="0x1170",
+                              iwarp_rdma__rdmardsz="64", iwarp_rdma__srcstag="0xe650f300", iwarp_rdma__srcto="0xa470")
+        self.assertEqual(iwarp.describe(row), ("RDMA Read Request", [
+            "QN 1 (READ request queue) MSN 1 offset 0",
+            "read 64 bytes from STag 0xe650f300 offset 0xa470 into STag 0x683c3c00 offset 0x1170"]))
+        iwarp, row = self.row(iwarp_rdma__opcode="0x02", iwarp_ddp__tagged_flag="1", iwarp_ddp__last_flag="1",
+                              iwarp_ddp__stag="0x683c3c00", iwarp_ddp__tagged_offset="0x1170", data__data="48:69")
+        self.assertEqual(iwarp.describe(row), ("RDMA Read Response", ["STag 0x683c3c00 offset 0x1170", '2 bytes "Hi"']))
+
+    def test_tcp_alone_is_named_as_tcp(self):
+        iwarp, row = self.row(tcp__flags__syn="1", tcp__flags__ack="1")
+        self.assertEqual(iwarp.describe(row), ("TCP SYN, ACK", []))
+        iwarp, row = self.row(tcp__len="40", tcp__analysis__retransmission="1")
+        self.assertEqual(iwarp.describe(row), ("TCP retransmission", ["40 bytes"]))
 
 
 if __name__ == "__main__":
