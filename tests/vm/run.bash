@@ -252,12 +252,19 @@ cmd_run() {
 }
 
 cmd_shell() {
-    [ $# -eq 0 ] || usage_error "shell takes no arguments (use run -- CMD)"
-    local kdir acc qargs=()
+    local provider=rxe
+    case "$*" in
+    "" | "--provider rxe") ;;
+    "--provider siw") provider=siw ;;
+    *) usage_error "shell takes no arguments but --provider rxe|siw (use run -- CMD)" ;;
+    esac
+    local kdir acc qargs=() siw_ko siw_kver siw_series siw_ver
     ensure_prepared
+    [ "$provider" = rxe ] || ensure_siw || return 1
     acc=$(accel)
     job=$(mktemp -d "${TMPDIR:-/tmp}/rdma-samples-vm.XXXXXX")
     write_job "$job" 1 bash -i
+    echo "$provider" >"$job/provider"
     : >"$job/shares"
     : >"$job/ip"
     keep_paths >"$job/keep"
@@ -269,6 +276,14 @@ cmd_shell() {
         -device "virtio-9p-$vbus,fsdev=fsj,mount_tag=job"
         -chardev stdio,id=con,mux=on,signal=off -serial chardev:con -mon chardev=con,mode=readline
     )
-    say "starting a shell in the Soft-RoCE VM (rxe0 on lo); 'exit' powers it off, Ctrl-A x kills it"
+    if [ "$provider" = siw ]; then
+        # siw binds to an Ethernet device, as in run: a NIC of its own on a hub with no other port.
+        cp "$siw_ko" "$job/siw.ko"
+        printf '10.77.0.1/24' >"$job/ip"
+        qargs+=(-netdev hubport,id=n0,hubid=0 -device "virtio-net-$vbus,netdev=n0,mac=52:54:00:00:00:01")
+        say "starting a shell in the Soft-iWARP VM (siw0 on eth0, 10.77.0.1); 'exit' powers it off, Ctrl-A x kills it"
+    else
+        say "starting a shell in the Soft-RoCE VM (rxe0 on lo); 'exit' powers it off, Ctrl-A x kills it"
+    fi
     qemu-system-x86_64 "${qargs[@]}" 3>&-
 }

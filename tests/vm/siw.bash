@@ -79,6 +79,8 @@ ensure_siw() {
     if [ ! -f "$siw_ko" ]; then
         siw_build "$dest" || { exec 8>&-; return 1; }
         say "siw: ready: $siw_ko"
+        # The modules of other kernels (or package versions) are never booted again: one siw-* stays.
+        find "$cache" -maxdepth 1 -name 'siw-*' ! -name "siw-$siw_kver-$siw_ver" -exec rm -rf {} +
     fi
     exec 8>&-
 }
