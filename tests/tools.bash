@@ -71,16 +71,19 @@ cm_addr() {
 #                 traffic to our own address loops back inside rxe), which CMD finds in
 #                 RDMA_SAMPLES_CM_ADDR. The kernel's rdma_cm cannot resolve 127.0.0.1 on RoCE, and rxe
 #                 on `lo` is not Ethernet.
+#   --siw         in a VM with Soft-iWARP (siw0 on eth0, 10.77.0.1), even where this machine has a device;
+#                 implies --cm (iWARP connects only through RDMA CM)
 #   --timeout S   bound for the whole VM (default 1500)
 #   --share DIR   a folder the VM may write (repeatable)
 # Without a device and without the VM, `device_cmd` is CMD: its device tests skip with a how-to (the
 # caller may refuse earlier, with vm_available).
 # shellcheck disable=SC2034 # (device_cmd is for the caller)
 on_device() {
-    local cm=0 timeout=1500 vm_args=()
+    local cm=0 timeout=1500 vm_args=() siw=0
     while [ $# -gt 0 ]; do
         case "$1" in
         --cm) cm=1 ;;
+        --siw) siw=1 cm=1 ;;
         --timeout) timeout=$2; shift ;;
         --share) vm_args+=(--share "$2"); shift ;;
         --) shift; break ;;
@@ -89,11 +92,14 @@ on_device() {
         shift
     done
     device_cmd=("$@")
-    if device_here || ! vm_available; then
+    if { [ "$siw" = 0 ] && device_here; } || ! vm_available; then
         return 0
     fi
     local inside=(RDMA_SAMPLES_IN_VM=1)
-    if [ "$cm" = 1 ]; then
+    if [ "$siw" = 1 ]; then # (the VM's own NIC, siw0 on it, 10.77.0.1)
+        vm_args+=(--provider siw)
+        inside+=(RDMA_SAMPLES_CM_ADDR=10.77.0.1)
+    elif [ "$cm" = 1 ]; then
         vm_args+=(--net "listen:$((20000 + RANDOM % 20000))" --ip 10.77.0.1/24)
         inside+=(RDMA_SAMPLES_CM_ADDR=10.77.0.1)
     fi
