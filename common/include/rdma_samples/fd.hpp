@@ -28,6 +28,7 @@ public:
         if (fd < 0)
             fail_errno(call, errno);
     }
+    /** @brief Take @p o's descriptor; @p o holds none after. @param o the descriptor's owner until now */
     Fd(Fd &&o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
     Fd(const Fd &) = delete;
     Fd &operator=(const Fd &) = delete;
