@@ -166,8 +166,12 @@ void run(const Args &args)
         if (!t.resolve(dev)) // address and route (rdma_write's step 4 writes them out)
             return false;
         rdma_conn_param param = cm_conn_param(qp.get());
-        check_rc(rdma_connect(id, &param), "rdma_connect");
-        CmEventPtr rep = t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"); // a REJ: its reason
+        if (t.refused_at_once(rdma_connect(id, &param))) // (iWARP: nobody listens yet; else check_rc())
+            return false;
+        // On iWARP the kernel takes the QP to RTS and the first event is ESTABLISHED (rdma_write's step 4).
+        const bool iwarp = is_iwarp(dev);
+        CmEventPtr rep = t.event(iwarp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE,
+                                 "the server to accept"); // a REJ: its reason
         if (!rep)
             return false;
         // The welcome is the peer's text: as long as ours, our magic, credits within our bounds.
@@ -178,8 +182,10 @@ void run(const Args &args)
             throw Error("the server's accept carries no rdma_event_loop welcome (or credits outside 1.." +
                             std::to_string(max_credits) + ")",
                         "is the server at " + t.c.peer + " an rdma_event_loop_server?");
-        cm_ready_qp(id, qp.get());
-        check_rc(rdma_establish(id), "rdma_establish");
+        if (!iwarp) {
+            cm_ready_qp(id, qp.get());
+            check_rc(rdma_establish(id), "rdma_establish");
+        }
         return true;
     });
     //! [connect]
