@@ -138,7 +138,9 @@ static void run(const Args &args, const Options &opt)
     // Least privilege: remote write on the landing region only when the responder writes into it, the
     // answers of a WRITE (or WRITE with immediate) ping-pong. A READ's or an atomic's response and a
     // received SEND are written there by our own device: local write is enough.
-    const int landing_access = opt.answers_by_write() ? IBV_ACCESS_REMOTE_WRITE : 0;
+    // (On iWARP a READ's sink needs remote write as well: rdma_read's requester, step 2, says why.)
+    const bool iwarp_read_sink = opt.op == Op::read && is_iwarp(dev);
+    const int landing_access = opt.answers_by_write() || iwarp_read_sink ? IBV_ACCESS_REMOTE_WRITE : 0;
     MrPtr mr(
         check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | landing_access), "ibv_reg_mr"));
 

@@ -66,7 +66,9 @@ static void run(const Args &args)
     step(2, "register 16 bytes: the value we set, and where the values we get land (local read/write)");
     Buffer buf(2 * sizeof(std::uint64_t));
     char *set = buf.data(), *got = buf.data() + sizeof(std::uint64_t);
-    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+    // (On iWARP a READ's sink needs remote write too: rdma_read's requester, step 2, says why.)
+    const int access = IBV_ACCESS_LOCAL_WRITE | (is_iwarp(dev) ? IBV_ACCESS_REMOTE_WRITE : 0);
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).
