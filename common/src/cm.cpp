@@ -263,7 +263,9 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
         rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
         if (t.refused_at_once(rdma_connect(id, &param)))               // (iWARP: nobody listens yet)
             return false;
-        if (is_iwarp(dev)) // the kernel took our QP to RTS: no REP to answer, no depth in the event (0 on siw)
+        // iWARP: the kernel took our QP to RTS; no REP to answer. No depth to check either: the event's
+        // initiator_depth is our own IRD there (cma.c cma_iw_handler(), siw_cm.c siw_cm_upcall()).
+        if (is_iwarp(dev))
             return t.event(RDMA_CM_EVENT_ESTABLISHED, "the server to accept") != nullptr;
         CmEventPtr rep = t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept");
         if (!rep)
