@@ -85,43 +85,59 @@ void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources, int initia
     trace_qp_timers(qp);
 }
 
-CmConnection cm_listen(const Device &dev, std::uint16_t port, int backlog, rdma_port_space ps)
+namespace {
+
+/** A listening cm_id on @p ch: the "any" address of @p family (AF_INET or AF_INET6), port @p port;
+ *  for IPv6, AFONLY as given (off: IPv4 clients too, as ::ffff:a.b.c.d). */
+CmIdPtr listen_any(rdma_event_channel *ch, int family, int afonly, std::uint16_t port, int backlog, rdma_port_space ps)
 {
-    CmConnection c;
-    c.channel = create_event_channel();
-    rdma_cm_id *id = nullptr;
+    rdma_cm_id *raw = nullptr;
     // RDMA_PS_TCP: reliable connected service, the QP type RC (the "TCP" is only the port space's name);
     // RDMA_PS_UDP: unreliable datagrams, the QP type UD (cm_ud.hpp).
-    check_rc(rdma_create_id(c.channel.get(), &id, nullptr, ps), "rdma_create_id");
-    c.listen_id.reset(id);
+    check_rc(rdma_create_id(ch, &raw, nullptr, ps), "rdma_create_id");
+    CmIdPtr id(raw);
     SockAddr any;
-    if (is_iwarp(dev)) {
-        // iWARP: IPv4's "any" address. With the IPv6 one below, an IPv4 client's request reaches the
-        // kernel's iWARP CM with the local address ::ffff:a.b.c.d, which it cannot map to a device
-        // (cma.c, iw_conn_req_handler(): rdma_translate_ip()): the request is dropped and the client
-        // gets REJECTED. (An IPv6 client would need a second listener, on [::] with AFONLY=1.)
+    if (family == AF_INET) {
         auto *in4 = reinterpret_cast<sockaddr_in *>(&any.storage);
         in4->sin_family = AF_INET;
         in4->sin_addr.s_addr = htonl(INADDR_ANY);
         in4->sin_port = htons(port);
     } else {
-        // The IPv6 "any" address with AFONLY off accepts IPv4 clients too (they appear as ::ffff:a.b.c.d).
         auto *in6 = reinterpret_cast<sockaddr_in6 *>(&any.storage);
         in6->sin6_family = AF_INET6;
         in6->sin6_addr = in6addr_any;
         in6->sin6_port = htons(port);
-        int afonly = 0;
-        check_rc(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly, sizeof afonly),
-                 "rdma_set_option(AFONLY=0)");
+        check_rc(rdma_set_option(id.get(), RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly, sizeof afonly),
+                 "rdma_set_option(AFONLY=" + std::to_string(afonly) + ")");
     }
-    check_rc(rdma_bind_addr(id, any.get()), "rdma_bind_addr(port " + std::to_string(port) + ")",
+    check_rc(rdma_bind_addr(id.get(), any.get()), "rdma_bind_addr(port " + std::to_string(port) + ")",
              [&](int err) -> std::string {
                  if (err == EADDRINUSE || err == EADDRNOTAVAIL)
                      return "another program (an earlier server?) listens on port " + std::to_string(port) +
                             "; stop it or pick another -lp on both sides";
                  return "check that an RDMA device is up (rdma link show) and that the port is free";
              });
-    check_rc(rdma_listen(id, backlog), "rdma_listen");
+    check_rc(rdma_listen(id.get(), backlog), "rdma_listen");
+    return id;
+}
+
+} // namespace
+
+CmConnection cm_listen(const Device &dev, std::uint16_t port, int backlog, rdma_port_space ps)
+{
+    CmConnection c;
+    c.channel = create_event_channel();
+    if (is_iwarp(dev)) {
+        // iWARP: one listener per family, both on this channel. With one IPv6 listener for both, an
+        // IPv4 client's request reaches the kernel's iWARP CM with the local address ::ffff:a.b.c.d,
+        // which it cannot map to a device (cma.c, iw_conn_req_handler(): rdma_translate_ip()): the
+        // request is dropped and the client gets REJECTED. So IPv4 on 0.0.0.0, IPv6 on [::] AFONLY=1.
+        c.listen_id = listen_any(c.channel.get(), AF_INET, 1, port, backlog, ps);
+        c.listen_id6 = listen_any(c.channel.get(), AF_INET6, 1, port, backlog, ps);
+    } else {
+        // The IPv6 "any" address with AFONLY off accepts IPv4 clients too (they appear as ::ffff:a.b.c.d).
+        c.listen_id = listen_any(c.channel.get(), AF_INET6, 0, port, backlog, ps);
+    }
     c.peer = "port " + std::to_string(port);
     return c;
 }

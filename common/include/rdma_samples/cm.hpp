@@ -64,6 +64,7 @@ using CmEventPtr = std::unique_ptr<rdma_cm_event, CmEventDeleter>;
 struct CmConnection {
     EventChannelPtr channel;   ///< where this connection's events arrive
     CmIdPtr listen_id;         ///< the server's listening id (empty on a client)
+    CmIdPtr listen_id6;        ///< iWARP only: the IPv6 listener beside the IPv4 one (cm_listen())
     CmIdPtr id;                ///< the connected id
     std::string peer;          ///< the other side, as text
     ibv_qp *qp = nullptr;      ///< our QP (not the CM's): cm_disconnect() moves it to ERR
@@ -280,9 +281,9 @@ CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, 
 
 /**
  * @brief Server side of `-cm`: bind @p port on every address, listen. On RoCE and InfiniBand one IPv6
- * listener takes both families (IPv4 clients appear as ::ffff:a.b.c.d); on iWARP the listener is IPv4
- * (0.0.0.0): the kernel's iWARP CM cannot find the device of an IPv4-mapped local address, and drops
- * such a request (the client sees REJECTED).
+ * listener takes both families (IPv4 clients appear as ::ffff:a.b.c.d); on iWARP one listener is IPv4
+ * (0.0.0.0) beside an IPv6 one with AFONLY on ([::], listen_id6): the kernel's iWARP CM cannot find the
+ * device of an IPv4-mapped local address, and drops such a request (the client sees REJECTED).
  * @param dev       the device this side opened (its transport decides the listener's family)
  * @param port      the port (`-lp`)
  * @param backlog   connection requests the kernel may queue
