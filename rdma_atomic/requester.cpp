@@ -85,6 +85,7 @@ static void run(const Args &args, const Options &opt)
     step(1, "open an RDMA device, check it supports atomics, allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     require_atomics(dev); // ours issues them; the responder's device, which executes them, checks its own
+    require_rdma_cm_on_iwarp(dev, args.use_cm); // (an iWARP device with atomics connects through RDMA CM only)
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());

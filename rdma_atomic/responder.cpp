@@ -45,6 +45,7 @@ static void run(const Args &args, const Options &opt)
     // the one that counts. IBV_ATOMIC_HCA (ConnectX, Soft-RoCE) makes them atomic only against other
     // atomics through this device: a CPU store or an RDMA WRITE to the counter meanwhile could be lost.
     require_atomics(dev);
+    require_rdma_cm_on_iwarp(dev, args.use_cm); // (an iWARP device with atomics connects through RDMA CM only)
     //! [atomic_cap]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,

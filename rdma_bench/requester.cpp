@@ -119,6 +119,11 @@ static void run(const Args &args, const Options &opt)
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
+    require_rdma_cm_on_iwarp(dev, args.use_cm); // iWARP connects only through RDMA CM (rdma_write's step 4)
+    if (opt.op == Op::write_imm)                // (iWARP has no immediate data, and siw no atomics: said at once)
+        require_immediate_data(dev);
+    if (opt.op == Op::atomic)
+        require_atomics(dev);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());
@@ -133,7 +138,9 @@ static void run(const Args &args, const Options &opt)
     // Least privilege: remote write on the landing region only when the responder writes into it, the
     // answers of a WRITE (or WRITE with immediate) ping-pong. A READ's or an atomic's response and a
     // received SEND are written there by our own device: local write is enough.
-    const int landing_access = opt.answers_by_write() ? IBV_ACCESS_REMOTE_WRITE : 0;
+    // (On iWARP a READ's sink needs remote write as well: rdma_read's requester, step 2, says why.)
+    const bool iwarp_read_sink = opt.op == Op::read && is_iwarp(dev);
+    const int landing_access = opt.answers_by_write() || iwarp_read_sink ? IBV_ACCESS_REMOTE_WRITE : 0;
     MrPtr mr(
         check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE | landing_access), "ibv_reg_mr"));
 

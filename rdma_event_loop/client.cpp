@@ -166,13 +166,19 @@ void run(const Args &args)
         if (!t.resolve(dev)) // address and route (rdma_write's step 4 writes them out)
             return false;
         rdma_conn_param param = cm_conn_param(qp.get());
-        check_rc(rdma_connect(id, &param), "rdma_connect");
-        CmEventPtr rep = t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"); // a REJ: its reason
+        if (t.refused_at_once(rdma_connect(id, &param))) // (iWARP: nobody listens yet; else check_rc())
+            return false;
+        // On iWARP the kernel takes the QP to RTS and the first event is ESTABLISHED (rdma_write's step 4).
+        const bool iwarp = is_iwarp(dev);
+        CmEventPtr rep = t.event(iwarp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE,
+                                 "the server to accept"); // a REJ: its reason
         if (!rep)
             return false;
         welcome = read_welcome(rep->param.conn, t.c.peer); // the peer's text: checked before use (options.hpp)
-        cm_ready_qp(id, qp.get());
-        check_rc(rdma_establish(id), "rdma_establish");
+        if (!iwarp) {
+            cm_ready_qp(id, qp.get());
+            check_rc(rdma_establish(id), "rdma_establish");
+        }
         return true;
     });
     //! [connect]

@@ -65,7 +65,7 @@ void run(const Args &args, const ServerOptions &opt)
 
     step(4, "listen with RDMA CM on port %u; one epoll over the CM, completion, async, timer and signal fds",
          args.listen_port);
-    CmConnection listener = cm_listen(args.listen_port, opt.max_clients);
+    CmConnection listener = cm_listen(dev, args.listen_port, opt.max_clients);
     //! [epoll]
     Fd ep(epoll_create1(EPOLL_CLOEXEC), "epoll_create1");
     Fd timer(timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC), "timerfd_create");

@@ -44,11 +44,12 @@ void run(const Args &args, const ReceiverOptions &opt)
     step(1, "open the device, check a ring of %u x %u bytes against its limits, listen on port %u", opt.slots,
          opt.chunk, args.listen_port);
     Device dev = open_device(args.device, args.gid_index);
+    require_immediate_data(dev); // its WRITEs and credits carry immediates: none on iWARP
     ibv_device_attr attr{};
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
     check_ring_fits(attr, dev.name, opt.slots, opt.chunk); // max_mr_size, max_qp_wr, max_cqe
     const std::map<std::string, std::string> keys = opt.keys_file.empty() ? decltype(keys){} : load_keys(opt.keys_file);
-    CmConnection listener = cm_listen(args.listen_port); // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
+    CmConnection listener = cm_listen(dev, args.listen_port); // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
     info("listening on port %u; waiting up to %d s for the sender", args.listen_port, args.timeout_s);
 
     step(2, "accept the sender: on its CONNECT_REQUEST, make the QP with rdma_create_qp() and export the ring");

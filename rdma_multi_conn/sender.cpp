@@ -68,7 +68,7 @@ static void take_completions(ibv_cq *cq, const Args &args, CmClients &clients)
 static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf,
                   const ibv_mr *mr)
 {
-    CmConnection listener = cm_listen(args.listen_port, static_cast<int>(qps.size()));
+    CmConnection listener = cm_listen(dev, args.listen_port, static_cast<int>(qps.size()));
     CmClients clients(qps); // client i gets qps[i]
     info("listening on port %u for %zu receivers; waiting up to %d s for each event", args.listen_port, qps.size(),
          args.timeout_s);
@@ -136,6 +136,7 @@ static void run(const Args &args)
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
+    require_rdma_cm_on_iwarp(dev, args.use_cm); // iWARP connects only through RDMA CM (rdma_write's step 4)
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());

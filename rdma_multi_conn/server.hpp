@@ -37,7 +37,7 @@ inline void report(const Receiver &receiver, const std::vector<ibv_wc> &taken, C
 /** The CM server: accept up to N senders, take each message as it arrives, survive the ones that fail. */
 inline void serve(const Args &args, const Device &dev, const Receiver &receiver)
 {
-    CmConnection listener = cm_listen(args.listen_port, static_cast<int>(receiver.qps.size()));
+    CmConnection listener = cm_listen(dev, args.listen_port, static_cast<int>(receiver.qps.size()));
     CmClients clients(receiver.qps); // client i gets qps[i]
     info("listening on port %u for %zu senders; waiting up to %d s for each event", args.listen_port,
          receiver.qps.size(), args.timeout_s);

@@ -32,6 +32,7 @@ static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
+    require_rdma_cm_on_iwarp(dev, args.use_cm); // iWARP connects only through RDMA CM (rdma_write's step 4)
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());
@@ -40,7 +41,15 @@ static void run(const Args &args, const Options &opt)
     Buffer buf(max_message_length);
     // DOCA's table: the requester's mmap is local read/write. Local write matters here: our device
     // writes the bytes it reads from the responder into this buffer.
-    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+    int access = IBV_ACCESS_LOCAL_WRITE;
+    if (is_iwarp(dev)) {
+        // iWARP: the READ names this buffer as its data sink, and the responder's answer arrives as a
+        // tagged write into it, so the sink must allow remote write (the kernel's own READs register
+        // their sink so on iWARP: drivers/infiniband/core/rw.c; Soft-iWARP itself checks only local
+        // write, siw_qp_rx.c siw_proc_rresp(), but iWARP NICs hold you to it). The buffer is not exported.
+        access |= IBV_ACCESS_REMOTE_WRITE;
+    }
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).

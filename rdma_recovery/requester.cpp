@@ -35,6 +35,9 @@ static void run(const Args &args, const Options &opt)
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
+    require_rdma_cm_on_iwarp(dev, false,
+                             "this lesson moves its QP by hand (ERR -> RESET -> RTS), which iWARP leaves "
+                             "to its CM: on iWARP a connection is made again with a new cm_id");
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
 
     step(2, "register %d source slots of %zu bytes (no access flags: the device only reads them)", opt.count,

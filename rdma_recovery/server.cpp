@@ -77,6 +77,7 @@ static void run(const Args &args, const ServerOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
+    require_immediate_data(dev); // each message is a WRITE with immediate: none on iWARP
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
 
     step(2, "register %d slots of %zu bytes, local write + remote write", max_slots, slot_size);
@@ -87,7 +88,7 @@ static void run(const Args &args, const ServerOptions &opt)
     info("rkey 0x%x: a new one every time the server starts", mr->rkey);
 
     step(3, "listen on port %u", args.listen_port);
-    CmConnection listener = cm_listen(args.listen_port, 4);
+    CmConnection listener = cm_listen(dev, args.listen_port, 4);
     info("listening on port %u; serving %d client(s), one at a time", args.listen_port, opt.clients);
 
     CmEventPtr waiting; // a client that asked while we served another: it is served next

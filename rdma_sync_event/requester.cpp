@@ -58,6 +58,7 @@ static void run(const Args &args)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
+    require_rdma_cm_on_iwarp(dev, args.use_cm); // iWARP connects only through RDMA CM (rdma_write's step 4)
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());
@@ -65,7 +66,9 @@ static void run(const Args &args)
     step(2, "register 16 bytes: the value we set, and where the values we get land (local read/write)");
     Buffer buf(2 * sizeof(std::uint64_t));
     char *set = buf.data(), *got = buf.data() + sizeof(std::uint64_t);
-    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+    // (On iWARP a READ's sink needs remote write too: rdma_read's requester, step 2, says why.)
+    const int access = IBV_ACCESS_LOCAL_WRITE | (is_iwarp(dev) ? IBV_ACCESS_REMOTE_WRITE : 0);
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair");
     // Room for every completion that can be outstanding: 16 send + 16 receive requests (chapter 2).

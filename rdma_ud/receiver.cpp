@@ -64,6 +64,7 @@ static void run(const Args &args, const Options &opt)
     const std::uint32_t qkey = args.use_cm ? RDMA_UDP_QKEY : opt.qkey; // the CM's UDP port space fixes it
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
+    require_ud(dev); // iWARP is connected only: no UD QPs
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     const int mtu = show_device(dev);
 

@@ -60,6 +60,9 @@ static void run(const Args &args)
     dev.gid_index = pick_gid_index(gids, args.gid_index, dev);
     check_rc(ibv_query_gid(dev.ctx.get(), dev.port, dev.gid_index, &dev.gid), "ibv_query_gid");
     //! [open_device]
+    // An iWARP device (transport_type IBV_TRANSPORT_IWARP: RDMA over TCP) connects only through RDMA CM,
+    // never with descriptor files: said now, not after a wait (step 4 shows what its CM does).
+    require_rdma_cm_on_iwarp(dev, args.use_cm);
     //! [alloc_pd]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     //! [alloc_pd]
@@ -132,7 +135,15 @@ static void run(const Args &args)
             t.say_route(); // on the first try: which device and port reach the server
             // 3. Connect: the CM sends our QPN and PSN in a REQ; the server's REP carries its own.
             rdma_conn_param param = cm_conn_param(qp.get()); // we READ nothing: no depth to ask for
-            check_rc(rdma_connect(id, &param), "rdma_connect");
+            // (On iWARP, a server that is not listening yet refuses the TCP connect inside rdma_connect().)
+            if (t.refused_at_once(rdma_connect(id, &param))) // check_rc() for any other failure
+                return false;                                // nobody listens yet: try again
+            if (is_iwarp(dev)) {
+                // iWARP (siw, E810, Chelsio): the connect is a TCP connection plus an MPA handshake, and the
+                // kernel's iWARP CM moves our QP to RTS itself when they are done. No REP to answer and no
+                // RTU: the first event is ESTABLISHED (rdma_init_qp_attr() would give nothing for RTS).
+                return t.event(RDMA_CM_EVENT_ESTABLISHED, "the server to accept") != nullptr;
+            }
             if (!t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"))
                 return false; // nobody listens yet: try again
             // 4. The QP is ours, not the CM's: we take it to RTR and RTS with the attributes the CM agreed

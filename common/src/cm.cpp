@@ -48,6 +48,13 @@ rdma_conn_param cm_conn_param(const ibv_qp *qp, int responder_resources, int ini
 void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources, int initiator_depth)
 {
     //! [cm_ready_qp]
+    // iWARP: nothing to do. The reliable transport is TCP, so there is no PSN, ACK timeout or retry
+    // count to set, and the kernel's iWARP CM moves the QP to RTS itself once the TCP connection and the
+    // MPA handshake are up (for RTS, rdma_init_qp_attr() gives an empty mask: iwcm.c,
+    // iwcm_init_qp_rts_attr()). A QP already at RTS would even be refused: siw accepts only a QP at
+    // INIT or RTR (siw_cm.c, siw_accept()), and refuses RTS from us for want of a socket (siw_qp.c).
+    if (qp->context->device->transport_type == IBV_TRANSPORT_IWARP)
+        return;
     // The CM knows everything the descriptor files carried: it asks the kernel for the RTR attributes
     // (peer QPN, its PSN, the address vector with both GIDs, the path MTU) and the RTS ones (our PSN,
     // ACK timeout, retry counts). We apply them with the same ibv_modify_qp() as rdma_write, after
@@ -78,34 +85,66 @@ void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources, int initia
     trace_qp_timers(qp);
 }
 
-CmConnection cm_listen(std::uint16_t port, int backlog, rdma_port_space ps)
+namespace {
+
+/** A listening cm_id on @p ch: the "any" address of @p family (AF_INET or AF_INET6), port @p port;
+ *  for IPv6, AFONLY as given (off: IPv4 clients too, as ::ffff:a.b.c.d). */
+CmIdPtr listen_any(rdma_event_channel *ch, int family, int afonly, std::uint16_t port, int backlog, rdma_port_space ps)
 {
-    CmConnection c;
-    c.channel = create_event_channel();
-    rdma_cm_id *id = nullptr;
+    rdma_cm_id *raw = nullptr;
     // RDMA_PS_TCP: reliable connected service, the QP type RC (the "TCP" is only the port space's name);
     // RDMA_PS_UDP: unreliable datagrams, the QP type UD (cm_ud.hpp).
-    check_rc(rdma_create_id(c.channel.get(), &id, nullptr, ps), "rdma_create_id");
-    c.listen_id.reset(id);
-    // The IPv6 "any" address with AFONLY off accepts IPv4 clients too (they appear as ::ffff:a.b.c.d).
+    check_rc(rdma_create_id(ch, &raw, nullptr, ps), "rdma_create_id");
+    CmIdPtr id(raw);
     SockAddr any;
-    auto *in6 = reinterpret_cast<sockaddr_in6 *>(&any.storage);
-    in6->sin6_family = AF_INET6;
-    in6->sin6_addr = in6addr_any;
-    in6->sin6_port = htons(port);
-    int afonly = 0;
-    check_rc(rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly, sizeof afonly),
-             "rdma_set_option(AFONLY=0)");
-    check_rc(rdma_bind_addr(id, any.get()), "rdma_bind_addr(port " + std::to_string(port) + ")",
+    if (family == AF_INET) {
+        auto *in4 = reinterpret_cast<sockaddr_in *>(&any.storage);
+        in4->sin_family = AF_INET;
+        in4->sin_addr.s_addr = htonl(INADDR_ANY);
+        in4->sin_port = htons(port);
+    } else {
+        auto *in6 = reinterpret_cast<sockaddr_in6 *>(&any.storage);
+        in6->sin6_family = AF_INET6;
+        in6->sin6_addr = in6addr_any;
+        in6->sin6_port = htons(port);
+        check_rc(rdma_set_option(id.get(), RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &afonly, sizeof afonly),
+                 "rdma_set_option(AFONLY=" + std::to_string(afonly) + ")");
+    }
+    check_rc(rdma_bind_addr(id.get(), any.get()), "rdma_bind_addr(port " + std::to_string(port) + ")",
              [&](int err) -> std::string {
                  if (err == EADDRINUSE || err == EADDRNOTAVAIL)
                      return "another program (an earlier server?) listens on port " + std::to_string(port) +
                             "; stop it or pick another -lp on both sides";
                  return "check that an RDMA device is up (rdma link show) and that the port is free";
              });
-    check_rc(rdma_listen(id, backlog), "rdma_listen");
+    check_rc(rdma_listen(id.get(), backlog), "rdma_listen");
+    return id;
+}
+
+} // namespace
+
+CmConnection cm_listen(const Device &dev, std::uint16_t port, int backlog, rdma_port_space ps)
+{
+    CmConnection c;
+    c.channel = create_event_channel();
+    if (is_iwarp(dev)) {
+        // iWARP: one listener per family, both on this channel. With one IPv6 listener for both, an
+        // IPv4 client's request reaches the kernel's iWARP CM with the local address ::ffff:a.b.c.d,
+        // which it cannot map to a device (cma.c, iw_conn_req_handler(): rdma_translate_ip()): the
+        // request is dropped and the client gets REJECTED. So IPv4 on 0.0.0.0, IPv6 on [::] AFONLY=1.
+        c.listen_id = listen_any(c.channel.get(), AF_INET, 1, port, backlog, ps);
+        c.listen_id6 = listen_any(c.channel.get(), AF_INET6, 1, port, backlog, ps);
+    } else {
+        // The IPv6 "any" address with AFONLY off accepts IPv4 clients too (they appear as ::ffff:a.b.c.d).
+        c.listen_id = listen_any(c.channel.get(), AF_INET6, 0, port, backlog, ps);
+    }
     c.peer = "port " + std::to_string(port);
     return c;
+}
+
+bool cm_nobody_listens(const rdma_cm_event &ev)
+{
+    return ev.event == RDMA_CM_EVENT_REJECTED && (ev.status == rej_invalid_service_id || ev.status == -ECONNREFUSED);
 }
 
 std::string cm_addr_hint(int)
@@ -143,21 +182,22 @@ CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
             throw cm_event_error(*ev, what, c.peer);
         return ev;
     }
-    if (expected == RDMA_CM_EVENT_CONNECT_RESPONSE) {
+    if (expected == RDMA_CM_EVENT_CONNECT_RESPONSE || expected == RDMA_CM_EVENT_ESTABLISHED) {
         CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
         if (!ev) {
             not_yet =
                 timeout_error(timeout_s, what, "is the server running on " + c.peer + "? raise -t if it is just slow");
             return nullptr;
         }
-        if (ev->event == RDMA_CM_EVENT_REJECTED && ev->status == rej_invalid_service_id) {
+        if (cm_nobody_listens(*ev)) {
             not_yet = cm_event_error(*ev, what, c.peer);
             refused = true;
             return nullptr;
         }
         // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
-        // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead.
-        if (ev->event != RDMA_CM_EVENT_CONNECT_RESPONSE || ev->status != 0)
+        // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead, and so does
+        // every client on iWARP (the kernel's iWARP CM takes the QP to RTS: cm_ready_qp()).
+        if (ev->event != expected || ev->status != 0)
             throw cm_event_error(*ev, what, c.peer);
         return ev;
     }
@@ -174,6 +214,19 @@ bool CmTry::resolve(const Device &dev)
     check_rc(rdma_resolve_route(id, left_ms()), "rdma_resolve_route(" + c.peer + ")", cm_route_hint);
     event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + c.peer);
     return true;
+}
+
+bool CmTry::refused_at_once(int rc)
+{
+    if (rc != 0 && errno == ECONNREFUSED) {
+        not_yet =
+            Error("rdma_connect: nobody listens on " + c.peer + " (ECONNREFUSED)",
+                  "is the server running on " + c.peer + "? start it first (the side without -sa), with the same -lp");
+        refused = true;
+        return true;
+    }
+    check_rc(rc, "rdma_connect");
+    return false;
 }
 
 void CmTry::say_route() const
@@ -224,7 +277,12 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
         t.say_route();
         // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
         rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
-        check_rc(rdma_connect(id, &param), "rdma_connect");
+        if (t.refused_at_once(rdma_connect(id, &param)))               // (iWARP: nobody listens yet)
+            return false;
+        // iWARP: the kernel took our QP to RTS; no REP to answer. No depth to check either: the event's
+        // initiator_depth is our own IRD there (cma.c cma_iw_handler(), siw_cm.c siw_cm_upcall()).
+        if (is_iwarp(dev))
+            return t.event(RDMA_CM_EVENT_ESTABLISHED, "the server to accept") != nullptr;
         CmEventPtr rep = t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept");
         if (!rep)
             return false;
@@ -247,7 +305,7 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
 
 CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv_qp *qp, int responder_resources)
 {
-    CmConnection c = cm_listen(port, 1);
+    CmConnection c = cm_listen(dev, port, 1);
     info("listening on port %u; waiting up to %d s for the client (the side with -sa)", port, timeout_s);
     CmEventPtr req =
         expect_cm_event(c.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, timeout_s, "a client to connect", c.peer);
@@ -263,6 +321,7 @@ CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv
     // responder resources than needed), not a rule.
     const int rr = std::min<int>(responder_resources, req->param.conn.responder_resources);
     // Ready to receive (and send) before we accept: the client may post the moment it hears our REP.
+    // (On iWARP, the kernel does it during rdma_accept(): see cm_ready_qp().)
     cm_ready_qp(req->id, qp, rr, 0);
     rdma_conn_param param = cm_conn_param(qp, rr, 0);
     check_rc(rdma_accept(req->id, &param), "rdma_accept");

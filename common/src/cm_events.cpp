@@ -78,7 +78,7 @@ Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std
                                ": is the server running there, is the network up, "
                                "and is the server's RDMA device bound to that address?");
     case RDMA_CM_EVENT_REJECTED:
-        if (ev.status == rej_invalid_service_id) // no listener on that port
+        if (cm_nobody_listens(ev)) // no listener on that port
             return Error(head + ": nobody listens on " + peer, "is the server running on " + peer +
                                                                    "? start it "
                                                                    "first (the side without -sa), with the same -lp");

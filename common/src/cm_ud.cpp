@@ -49,7 +49,7 @@ CmUdPeer cm_ud_connect(const CmServerAddr &server, int timeout_s, const Device &
 
 CmConnection cm_ud_accept(std::uint16_t port, int timeout_s, const Device &dev, const ibv_qp *qp)
 {
-    CmConnection c = cm_listen(port, 1, RDMA_PS_UDP);
+    CmConnection c = cm_listen(dev, port, 1, RDMA_PS_UDP);
     info("listening on port %u (RDMA_PS_UDP); waiting up to %d s for the sender (the side with -sa)", port, timeout_s);
     CmEventPtr req = expect_cm_event(c.channel.get(), RDMA_CM_EVENT_CONNECT_REQUEST, timeout_s,
                                      "a sender's lookup (SIDR request)", c.peer);

@@ -189,4 +189,36 @@ void require_atomics(const Device &dev)
                                 : "atomic against other atomics through this device, not against CPU stores or WRITEs");
 }
 
+bool is_iwarp(const Device &dev)
+{
+    return dev.ctx->device->transport_type == IBV_TRANSPORT_IWARP;
+}
+
+void require_rdma_cm_on_iwarp(const Device &dev, bool use_cm, const std::string &hint)
+{
+    if (use_cm || !is_iwarp(dev))
+        return;
+    throw Error(dev.name + " is an iWARP device (transport_type IBV_TRANSPORT_IWARP): iWARP connects only through "
+                           "RDMA CM, not with descriptor files",
+                hint.empty() ? "add -cm on both sides (and -sa with the responder's IP address on the requester)"
+                             : hint);
+}
+
+void require_immediate_data(const Device &dev)
+{
+    if (is_iwarp(dev))
+        throw Error(dev.name + " is an iWARP device (transport_type IBV_TRANSPORT_IWARP): iWARP has no immediate data "
+                               "(no RDMA WRITE or SEND with immediate)",
+                    "run this pair on RoCE or InfiniBand; on iWARP a SEND after the WRITE says what the immediate "
+                    "would (rdma_write's goodbye)");
+}
+
+void require_ud(const Device &dev)
+{
+    if (is_iwarp(dev))
+        throw Error(dev.name + " is an iWARP device (transport_type IBV_TRANSPORT_IWARP): iWARP has no unreliable "
+                               "datagram (UD) queue pairs",
+                    "run this pair on RoCE or InfiniBand; iWARP is connected only (RC over TCP)");
+}
+
 } // namespace rdma_samples

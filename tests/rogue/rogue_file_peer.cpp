@@ -309,7 +309,7 @@ void connect_to_receiver(Link &l, const Args &args)
  *  at I/O virtual address 0, as rdma_file_receiver does. */
 void accept_sender(Link &l, const Args &args)
 {
-    l.cm = cm_listen(args.listen_port);
+    l.cm = cm_listen(l.dev, args.listen_port);
     info("listening on port %u; waiting up to %d s for the sender", args.listen_port, args.timeout_s);
     for (const Deadline deadline(args.timeout_s);;) {
         if (!cm_event_ready(l.cm.channel.get(), deadline.left_ms()))

@@ -2,6 +2,7 @@
 #include <sys/resource.h>
 
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/text.hpp>
 #include <rdma_samples/wait.hpp>
@@ -173,4 +174,23 @@ TEST(Number, OneParserForFlagsAndDescriptors)
                                 NumberBase::decimal));
     EXPECT_EQ(parse_unsigned("4096", NumberBase::decimal, 4096), 4096u);
     EXPECT_FALSE(parse_unsigned("4097", NumberBase::decimal, 4096));
+}
+
+// A client tries again while nobody listens: RoCE's REJ reason 8 and iWARP's refused TCP connect say
+// so; a request dropped by a listener (-ECONNRESET) or a server's own refusal do not.
+TEST(CmNobodyListens, RoceRejectReasonAndIwarpRefusedConnect)
+{
+    rdma_cm_event ev{};
+    ev.event = RDMA_CM_EVENT_REJECTED;
+    ev.status = 8; // IBTA CM reason 8, "Invalid Service ID"
+    EXPECT_TRUE(cm_nobody_listens(ev));
+    ev.status = -ECONNREFUSED; // iWARP: the SYN answered with a RST
+    EXPECT_TRUE(cm_nobody_listens(ev));
+    ev.status = -ECONNRESET; // iWARP: the listener took the connection and dropped the request
+    EXPECT_FALSE(cm_nobody_listens(ev));
+    ev.status = 28; // a server's rdma_reject(): IBTA reason 28, consumer defined
+    EXPECT_FALSE(cm_nobody_listens(ev));
+    ev.event = RDMA_CM_EVENT_UNREACHABLE;
+    ev.status = 8;
+    EXPECT_FALSE(cm_nobody_listens(ev));
 }

@@ -64,6 +64,7 @@ using CmEventPtr = std::unique_ptr<rdma_cm_event, CmEventDeleter>;
 struct CmConnection {
     EventChannelPtr channel;   ///< where this connection's events arrive
     CmIdPtr listen_id;         ///< the server's listening id (empty on a client)
+    CmIdPtr listen_id6;        ///< iWARP only: the IPv6 listener beside the IPv4 one (cm_listen())
     CmIdPtr id;                ///< the connected id
     std::string peer;          ///< the other side, as text
     ibv_qp *qp = nullptr;      ///< our QP (not the CM's): cm_disconnect() moves it to ERR
@@ -125,6 +126,15 @@ struct CmTry {
      * @return false when the address got no answer yet (not_yet says why): return it, to try again
      */
     bool resolve(const Device &dev);
+    /**
+     * @brief Check rdma_connect()'s result @p rc. On iWARP the connect is a TCP connect made inside the
+     * call (siw_connect() in the kernel), so while nobody listens it fails at once with ECONNREFUSED (the
+     * server's kernel answered with a RST), where RoCE's REQ gets a REJECT event later: not_yet says so.
+     * Any other failure throws, as check_rc() does.
+     * @param rc what rdma_connect() returned
+     * @return true when refused because nobody listens yet: return false from the try, to try again
+     */
+    bool refused_at_once(int rc);
     /** @brief On the first try, print which device and port reach the server (once the route is resolved). */
     void say_route() const;
 };
@@ -143,6 +153,16 @@ struct CmTry {
  */
 CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
                       const std::function<bool(CmTry &)> &attempt, rdma_port_space ps = RDMA_PS_TCP);
+
+/**
+ * @brief Whether @p ev says that nobody listens on the server's port, so that a client may try again:
+ * REJECTED with status 8 on InfiniBand and RoCE (IBTA CM reason "Invalid Service ID"), or with status
+ * -ECONNREFUSED on iWARP, whose connect is a TCP connect: the server's kernel answered the SYN with a
+ * RST (the kernel's cma.c, cma_iw_handler(): IW_CM_EVENT_CONNECT_REPLY with -ECONNREFUSED).
+ * @param ev the event
+ * @return true when nobody listens
+ */
+bool cm_nobody_listens(const rdma_cm_event &ev);
 
 /** @brief The hint for a failed rdma_resolve_addr(). @param err its errno @return the hint */
 std::string cm_addr_hint(int err);
@@ -260,12 +280,16 @@ CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, 
                            const std::string &what, const std::string &peer);
 
 /**
- * @brief Server side of `-cm`: bind @p port on every address, listen.
+ * @brief Server side of `-cm`: bind @p port on every address, listen. On RoCE and InfiniBand one IPv6
+ * listener takes both families (IPv4 clients appear as ::ffff:a.b.c.d); on iWARP one listener is IPv4
+ * (0.0.0.0) beside an IPv6 one with AFONLY on ([::], listen_id6): the kernel's iWARP CM cannot find the
+ * device of an IPv4-mapped local address, and drops such a request (the client sees REJECTED).
+ * @param dev       the device this side opened (its transport decides the listener's family)
  * @param port      the port (`-lp`)
  * @param backlog   connection requests the kernel may queue
  * @param ps        RDMA_PS_TCP (RC connections) or RDMA_PS_UDP (UD, cm_ud.hpp)
  * @return a connection with channel and listen_id set, id empty
  */
-CmConnection cm_listen(std::uint16_t port, int backlog = 1, rdma_port_space ps = RDMA_PS_TCP);
+CmConnection cm_listen(const Device &dev, std::uint16_t port, int backlog = 1, rdma_port_space ps = RDMA_PS_TCP);
 
 } // namespace rdma_samples

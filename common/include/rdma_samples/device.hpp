@@ -139,6 +139,43 @@ Device open_device(const std::string &name, std::optional<int> gid_index);
 void require_atomics(const Device &dev);
 
 /**
+ * @brief Whether @p dev speaks iWARP (Soft-iWARP's siw, Intel E810, Chelsio): its device's
+ * transport_type is IBV_TRANSPORT_IWARP (ibv_get_device_list(3)), where RoCE and InfiniBand devices say
+ * IBV_TRANSPORT_IB. iWARP carries RDMA over TCP (MPA, DDP, RDMAP): reliable connections only, set up
+ * by the connection manager, with no immediate data, no UD and (on siw) no atomics.
+ * @param dev the open device
+ * @return true on iWARP
+ */
+bool is_iwarp(const Device &dev);
+
+/**
+ * @brief Stop at once when an iWARP device is asked to connect with descriptor files. An iWARP QP
+ * reaches RTS only through the kernel's iWARP CM, which moves it there itself once its TCP connection
+ * and MPA handshake are up: there is no QPN/PSN to copy and no RTR/RTS to set by hand.
+ * @param dev    the open device
+ * @param use_cm true with `-cm` (then nothing is checked)
+ * @param hint   what to do instead (default: add -cm on both sides)
+ * @throws Error naming the device and its transport
+ */
+void require_rdma_cm_on_iwarp(const Device &dev, bool use_cm, const std::string &hint = {});
+
+/**
+ * @brief Stop at once when the device has no immediate data (RDMA WRITE with immediate, SEND with
+ * immediate): iWARP's RDMAP has no such field, so an iWARP device refuses both.
+ * @param dev the open device
+ * @throws Error naming the device and its transport
+ */
+void require_immediate_data(const Device &dev);
+
+/**
+ * @brief Stop at once when the device has no unreliable datagram (UD) QPs: iWARP runs over TCP and is
+ * connected only (ibv_create_qp(IBV_QPT_UD) would fail with EOPNOTSUPP).
+ * @param dev the open device
+ * @throws Error naming the device and its transport
+ */
+void require_ud(const Device &dev);
+
+/**
  * @brief The enum name of an atomic capability, e.g. "IBV_ATOMIC_HCA".
  * @param cap the capability
  * @return its name
