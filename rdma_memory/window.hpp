@@ -18,6 +18,7 @@
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 
@@ -61,6 +62,21 @@ inline void post_empty_send(ibv_qp *qp, std::uint64_t wr_id, const char *what, s
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
     rdma_samples::check_rc(ibv_post_send(qp, &wr, &bad_wr), what);
+}
+
+/**
+ * @brief Stop at step 1 on a device without memory windows (max_mw 0, as Soft-iWARP's siw). Both sides
+ * ask: the responder binds the window, and the requester, which needs none of its own, would otherwise
+ * wait out -t for a responder that refused (the pair is run with both sides on one kind of device).
+ * @param dev the open device
+ * @throws rdma_samples::Error naming the device
+ */
+inline void require_windows(const rdma_samples::Device &dev)
+{
+    if (dev.device_attr.max_mw == 0)
+        throw rdma_samples::Error("device " + dev.name + " has no memory windows (max_mw 0)",
+                                  "run the pair where the responder's device binds windows (Soft-RoCE, mlx5); "
+                                  "Soft-iWARP has none");
 }
 
 /** @brief The responder's own flags: the window's type and the part of the region it covers. */

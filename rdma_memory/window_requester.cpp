@@ -61,6 +61,8 @@ static void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
+    window::require_windows(dev);
+    require_rdma_cm_on_iwarp(dev, args.use_cm);
     //! [soft_roce]
     // Soft-RoCE (vendor ID 0xffffff) in Linux 6.1 panics the kernel when a SEND with invalidate names
     // a type 2 window (a NULL pointer in __rxe_put, in the responder's receive path): refuse it there.

@@ -39,6 +39,8 @@ static void run(const Args &args, const ResponderOptions &opt)
 {
     step(1, "open an RDMA device, check that it has type %d memory windows, allocate a protection domain", opt.type);
     Device dev = open_device(args.device, args.gid_index);
+    window::require_windows(dev);
+    require_rdma_cm_on_iwarp(dev, args.use_cm);
     //! [caps]
     // A device says which windows it has in its capability flags: MEM_WINDOW for type 1, TYPE_2A or
     // TYPE_2B for type 2 (2B: the window is tied to one QP, what most devices, and Soft-RoCE, do).

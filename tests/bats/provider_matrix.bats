@@ -43,7 +43,6 @@ expected() {
     line=$(expected_text "$@")
     case "$line" in
     passed) echo passed ;;
-    *'(device_cap_flags '*) regex_quote "$line" | sed 's/device_cap_flags 0x[0-9a-f]*/device_cap_flags 0x[0-9a-f]+/' ;;
     *) regex_quote "$line" ;;
     esac
 }
@@ -60,7 +59,7 @@ expected_text() {
         echo "$iwarp: iWARP has no immediate data (no RDMA WRITE or SEND with immediate)" ;;
     atomic) echo "device $DEV does not support atomic operations (atomic_cap is IBV_ATOMIC_NONE)" ;;
     ud) echo "$iwarp: iWARP has no unreliable datagram (UD) queue pairs" ;;
-    memory_window) echo "device $DEV has no type 2 memory windows (device_cap_flags 0x0, max_mw 0)" ;;
+    memory_window) echo "device $DEV has no memory windows (max_mw 0)" ;;
     *)
         if [ "$2" = files ]; then
             echo "$iwarp: iWARP connects only through RDMA CM, not with descriptor files"
