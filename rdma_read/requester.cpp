@@ -41,6 +41,7 @@ static void run(const Args &args, const Options &opt)
     Buffer buf(max_message_length);
     // DOCA's table: the requester's mmap is local read/write. Local write matters here: our device
     // writes the bytes it reads from the responder into this buffer.
+    //! [iwarp_sink]
     int access = IBV_ACCESS_LOCAL_WRITE;
     if (is_iwarp(dev)) {
         // iWARP: the READ names this buffer as its data sink, and the responder's answer arrives as a
@@ -49,6 +50,7 @@ static void run(const Args &args, const Options &opt)
         // write, siw_qp_rx.c siw_proc_rresp(), but iWARP NICs hold you to it). The buffer is not exported.
         access |= IBV_ACCESS_REMOTE_WRITE;
     }
+    //! [iwarp_sink]
     MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), access), "ibv_reg_mr"));
 
     step(3, "create a completion queue and an RC queue pair");
