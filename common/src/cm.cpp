@@ -185,8 +185,10 @@ CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
     if (expected == RDMA_CM_EVENT_CONNECT_RESPONSE || expected == RDMA_CM_EVENT_ESTABLISHED) {
         CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
         if (!ev) {
-            not_yet =
-                timeout_error(timeout_s, what, "is the server running on " + c.peer + "? raise -t if it is just slow");
+            not_yet = timeout_error(timeout_s, what,
+                                    "is the server running on " + c.peer +
+                                        "? raise -t if it is just slow (a server on an iWARP device never answers a "
+                                        "RoCE client: the two transports do not talk)");
             return nullptr;
         }
         if (cm_nobody_listens(*ev)) {
@@ -221,7 +223,9 @@ bool CmTry::refused_at_once(int rc)
     if (rc != 0 && errno == ECONNREFUSED) {
         not_yet =
             Error("rdma_connect: nobody listens on " + c.peer + " (ECONNREFUSED)",
-                  "is the server running on " + c.peer + "? start it first (the side without -sa), with the same -lp");
+                  "is the server running on " + c.peer +
+                      "? start it first (the side without -sa), with the same -lp (a server on a RoCE or InfiniBand "
+                      "device never answers an iWARP client: the two transports do not talk)");
         refused = true;
         return true;
     }
