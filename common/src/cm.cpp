@@ -357,8 +357,8 @@ CmConnection cm_accept(std::uint16_t port, int timeout_s, const Device &dev, ibv
         if (deadline.expired())
             throw timeout_error(timeout_s, "the connection to be established (RDMA_CM_EVENT_ESTABLISHED)",
                                 "no answer from " + c.peer +
-                                    ": is the peer running, with -cm and the same -lp? raise "
-                                    "-t if it is just slow");
+                                    ": is the peer running, with -cm and the same -lp, on a device of the same "
+                                    "transport (RoCE and iWARP do not talk)? raise -t if it is just slow");
     }
     //! [established]
     info("RDMA CM: connection established from %s", c.peer.c_str());

@@ -108,10 +108,11 @@ CmEventPtr expect_cm_event(rdma_event_channel *ch, rdma_cm_event_type expected, 
     for (;;) {
         CmEventPtr ev = next_cm_event(ch, deadline);
         if (!ev)
-            throw timeout_error(deadline.timeout_s(), what + " (" + cm_event_name(expected) + ")",
-                                "no answer from " + peer +
-                                    ": is the peer running, with -cm and the same -lp? raise -t "
-                                    "if it is just slow");
+            throw timeout_error(
+                deadline.timeout_s(), what + " (" + cm_event_name(expected) + ")",
+                "no answer from " + peer +
+                    ": is the peer running, with -cm and the same -lp, on a device of the same transport "
+                    "(RoCE and iWARP do not talk)? raise -t if it is just slow");
         if (ev->event == expected && ev->status == 0)
             return ev;
         // Housekeeping events that say nothing about this connection.
