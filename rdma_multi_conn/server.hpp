@@ -61,10 +61,7 @@ inline void serve(const Args &args, const Device &dev, const Receiver &receiver)
         case RDMA_CM_EVENT_CONNECT_REQUEST: { // a sender's REQ, with a new cm_id for its connection
             const int next = clients.admit(ev->id);
             if (next < 0) { // more senders than -nc: refuse (the sender sees REJECTED)
-                check_rc(rdma_reject(ev->id, nullptr, 0), "rdma_reject");
-                rdma_cm_id *id = ev->id;
-                ev.reset(); // acknowledge the event before destroying its id
-                rdma_destroy_id(id);
+                refuse_request(ev);
                 break;
             }
             check_cm_device(ev->id, dev);

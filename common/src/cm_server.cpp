@@ -8,6 +8,14 @@
 
 namespace rdma_samples {
 
+void refuse_request(CmEventPtr &ev)
+{
+    rdma_cm_id *id = ev->id;
+    check_rc(rdma_reject(id, nullptr, 0), "rdma_reject");
+    ev.reset(); // acknowledged before its id is destroyed
+    rdma_destroy_id(id);
+}
+
 CmClients::CmClients(const std::vector<QpPtr> &qps) : clients_(qps.size())
 {
     for (std::size_t i = 0; i < qps.size(); ++i)
@@ -104,10 +112,7 @@ void CmClients::finish(CmConnection &listener, int timeout_s, const std::string 
             ev.reset(); // acknowledged first: answering destroys its cm_id
             mark_disconnected(i);
         } else if (ev->event == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            rdma_cm_id *id = ev->id; // a late client: refuse it
-            rdma_reject(id, nullptr, 0);
-            ev.reset(); // acknowledged before its id is destroyed
-            rdma_destroy_id(id);
+            refuse_request(ev); // a late client
         }
         return true;
     };

@@ -31,6 +31,13 @@ struct CmClient {
     std::string lost;          ///< why it failed, or empty
 };
 
+/**
+ * @brief Refuse the CONNECT_REQUEST in @p ev (the client sees RDMA_CM_EVENT_REJECTED): rdma_reject(),
+ * then acknowledge the event before destroying the new cm_id it came with.
+ * @param ev the request; empty afterwards
+ */
+void refuse_request(CmEventPtr &ev);
+
 /** @brief The clients of one listening server: client i gets QP i. */
 class CmClients {
 public:
