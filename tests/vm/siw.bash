@@ -29,10 +29,17 @@ siw_build() {
     if ! (cd "$w" && apt-get download "${pkgs[@]}") >"$w/apt.log" 2>&1; then
         if [ "$(id -u)" != 0 ] || ! apt-get update -qq >>"$w/apt.log" 2>&1 ||
             ! (cd "$w" && apt-get download "${pkgs[@]}") >>"$w/apt.log" 2>&1; then
-            p=$(apt_fail "$w/apt.log")
-            rm -rf "$w"
-            siw_fail "apt-get download failed${p:+: $p}"
-            return 1
+            # apt keeps only the newest revision of a kernel ABI (a cached kernel may be older). Debian
+            # bumps the ABI name (the -56 in 6.1.0-56) whenever the kernel's exported symbols change, so
+            # the same packages at apt's current revision build a module this kernel loads.
+            say "siw: version $siw_ver is not in apt; trying apt's current revision of the same ABI ($siw_kver)"
+            rm -f "$w"/*.deb
+            if ! (cd "$w" && apt-get download "${pkgs[@]%=*}") >>"$w/apt.log" 2>&1; then
+                p=$(apt_fail "$w/apt.log")
+                rm -rf "$w"
+                siw_fail "apt-get download failed${p:+: $p}"
+                return 1
+            fi
         fi
     fi
     for p in "$w"/*.deb; do dpkg -x "$p" "$w/root"; done
