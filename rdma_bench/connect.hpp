@@ -25,6 +25,22 @@
 namespace rdma_bench {
 
 /**
+ * @brief Step 1 of both sides: stop at once when the device cannot run this measurement. iWARP connects
+ * only through RDMA CM (rdma_write's step 4) and has no immediate data; a device without atomics (siw)
+ * cannot measure them.
+ * @param dev the open device @param args -cm @param opt --op
+ * @throws rdma_samples::Error naming what the device lacks
+ */
+inline void require_device_for(const rdma_samples::Device &dev, const rdma_samples::Args &args, const Options &opt)
+{
+    rdma_samples::require_rdma_cm_on_iwarp(dev, args.use_cm);
+    if (opt.op == Op::write_imm)
+        rdma_samples::require_immediate_data(dev);
+    if (opt.op == Op::atomic)
+        rdma_samples::require_atomics(dev);
+}
+
+/**
  * @brief The requester's half: connect_to_responder() for each QP (args_for_qp()); the responder
  * exports its memory once, to QP 0. Refuses an export smaller than the @p slices bytes we would move.
  * @param args,opt    the flags and the knobs

@@ -63,11 +63,8 @@ static void run(const Args &args, const Options &opt)
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
-    require_rdma_cm_on_iwarp(dev, args.use_cm); // iWARP connects only through RDMA CM (rdma_write's step 4)
-    if (opt.op == Op::write_imm)                // (iWARP has no immediate data, and siw no atomics: said at once)
-        require_immediate_data(dev);
-    if (opt.op == Op::atomic)
-        require_atomics(dev);
+    require_device_for(dev, args,
+                       opt); // iWARP: RDMA CM only, no immediate data; atomics only where the device has them
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());

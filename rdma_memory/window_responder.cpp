@@ -47,7 +47,7 @@ static void run(const Args &args, const ResponderOptions &opt)
     const unsigned caps = dev.device_attr.device_cap_flags;
     const bool has_type = opt.type == 1 ? (caps & IBV_DEVICE_MEM_WINDOW) != 0
                                         : (caps & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
-    if (!has_type || dev.device_attr.max_mw == 0)
+    if (!has_type) // (no windows at all: require_windows() said so above)
         throw Error("device " + dev.name + " has no type " + std::to_string(opt.type) +
                         " memory windows (device_cap_flags " + hex(caps) + ", max_mw " +
                         std::to_string(dev.device_attr.max_mw) + ")",
