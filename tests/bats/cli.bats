@@ -172,6 +172,9 @@ programs() {
     run "$trace" --out "$BATS_TEST_TMPDIR/t" write --cm --kill-responder
     assert_equal "$status" 2
     assert_output "trace: --kill-responder works with descriptor files, not --cm"
+    run "$trace" --out "$BATS_TEST_TMPDIR/t" write --vms "$BATS_TEST_TMPDIR/a"
+    assert_equal "$status" 2
+    assert_output "trace: --vms needs SESSION_A SESSION_B"
     run "$trace" --out "$BATS_TEST_TMPDIR/t" write --timeout 0
     assert_equal "$status" 2
     run "$trace" --help

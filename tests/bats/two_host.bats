@@ -232,7 +232,7 @@ capture_every_pair() {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
     wire_batch "$1" >"$BATS_TEST_TMPDIR/batch"
-    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
+    run trace_on_hosts --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
 }
@@ -340,7 +340,7 @@ cm_paths() {
         echo "recovery_cm --netem 'loss 5%' --timeout 30 --restart-responder 'client 1: got #3:'"
         echo "bench --netem 'loss 5%' --timeout 30 -- --op write --mode bw --size 4096 --iters 200 --warmup 0"; } \
         >"$BATS_TEST_TMPDIR/batch"
-    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
+    run trace_on_hosts --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
     every_scenario_succeeded
@@ -359,7 +359,7 @@ cm_paths() {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
     printf '%s\n' "write --netem 'loss 100%' --timeout 5" "write --cm --netem 'loss 100%' --timeout 5" >"$BATS_TEST_TMPDIR/batch"
-    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
+    run trace_on_hosts --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
     # Descriptor files still cross (the shared folder), the WRITE never does: 7 retries, then the error.
@@ -385,7 +385,7 @@ cm_paths() {
     # trace --lose-cm: each host loses the first such message it sends, and every second one after it.
     printf '%s\n' "write --lose-cm RTU --timeout 30" "send_receive --lose-cm RTU --timeout 30" \
         "file_transfer --lose-cm DREP --timeout 30" "multi_conn --lose-cm DREP --timeout 30" >"$BATS_TEST_TMPDIR/batch"
-    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
+    run trace_on_hosts --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
     every_scenario_succeeded
@@ -485,7 +485,7 @@ ft_files() {
         n=$((n + 1))
         echo "file_transfer --netem '$spec' --timeout 60 --responder '-o $TRACE/$n/share/copy --chunk 4096 --slots 4' -- $PWD/random.bin"
     done >"$BATS_TEST_TMPDIR/batch"
-    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" --opcodes \
+    run trace_on_hosts --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
     every_scenario_succeeded
@@ -512,7 +512,7 @@ ud_trace() {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
     printf '%s\n' "$@" >"$BATS_TEST_TMPDIR/batch"
-    run env RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" \
+    run trace_on_hosts \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
     assert_success
 }

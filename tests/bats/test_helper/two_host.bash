@@ -60,14 +60,28 @@ on_host_b() {
     printf 'host A (exit status %s):\n%s\n' "$peer_status" "$peer_output"
 }
 
+# trace_on_hosts ARGS...: trace/trace ARGS (the build under test; under `run`). On the two VMs that
+# stay up for the file when there are (trace --vms: a capture boots nothing), else on two of its own.
+# The caller sets TRACE, its --out, first: teardown_two_hosts then mends the link.
+trace_on_hosts() {
+    local vms=()
+    [ -z "${RDMA_SAMPLES_VM_SESSION_A:-}" ] || vms=(--vms "$RDMA_SAMPLES_VM_SESSION_A" "$RDMA_SAMPLES_VM_SESSION_B")
+    RDMA_SAMPLES_BUILD_DIR="$RDMA_SAMPLES_BUILD" "$RDMA_SAMPLES_SOURCE/trace/trace" "${vms[@]}" "$@"
+}
+
 # teardown_two_hosts: what a failed test left running on either host is killed, so that the next test
-# finds its ports free.
+# finds its ports free; after a test through trace_on_hosts, each host's link is put back as the next
+# test expects it (no netem, no CM filter, no pinned MAC address: trace _mend-link), whatever the
+# capture's end was.
 teardown_two_hosts() {
     local h session
     for h in A B; do
         session=RDMA_SAMPLES_VM_SESSION_$h
-        [ -z "${!session:-}" ] || "$VM" exec --dir "${!session}" --timeout 30 -- \
+        [ -n "${!session:-}" ] || continue
+        "$VM" exec --dir "${!session}" --timeout 30 -- \
             pkill -KILL -f "^${RDMA_SAMPLES_BUILD:-/nonexistent}/" >/dev/null 2>&1 || true
+        [ -z "${TRACE:-}" ] || "$VM" exec --dir "${!session}" --timeout 30 -- "$RDMA_SAMPLES_SOURCE/trace/trace" _mend-link \
+            >/dev/null 2>&1 || true
     done
 }
 
