@@ -78,6 +78,11 @@ def row(out, pair, flow, number, kill, tap):
         except OSError:
             about = ""
         print(f"# {folder}: {about}")
+        try:  # (the watchdog's word, when it ended a hang: stress's watchdog())
+            with open(os.path.join(folder, "watchdog.txt")) as f:
+                print(f"#   {f.read().rstrip()}")
+        except OSError:
+            pass
         for name in sorted(glob.glob(os.path.join(folder, "*.out"))):
             with open(name, errors="replace") as f:
                 for line in f:

@@ -51,6 +51,19 @@ class Tally(unittest.TestCase):
                          "write                    cm         1       1       0          0        90        90\n"
                          "\n3 of 4 runs passed (seed 42; replay: tests/stress/stress 3 --seed 42)\n")
 
+    def test_a_run_the_watchdog_ended_says_so(self):
+        failed = os.path.join(self.out, "file_transfer-cm-req-2")
+        os.makedirs(failed)
+        with open(os.path.join(failed, "run.txt"), "w") as f:
+            f.write("victim=req step=2 survivor_exit=137 survivor_ms=19000\n")
+        with open(os.path.join(failed, "watchdog.txt"), "w") as f:
+            f.write("the watchdog killed pids 41 (SIGKILL): still running 19 s after it began\n")
+        self.runs(("file_transfer", "cm", "FAIL", "19000", "req step 2", failed))
+        row = tally("row", self.out, "file_transfer", "cm", "1", "--kill", "--tap")
+        self.assertEqual(row.stdout, "not ok 1 - file_transfer (cm): 1 of 1 run(s) failed\n"
+                         f"# {failed}: victim=req step=2 survivor_exit=137 survivor_ms=19000\n"
+                         "#   the watchdog killed pids 41 (SIGKILL): still running 19 s after it began\n")
+
     def test_serve_is_the_same_commands_in_one_process(self):
         self.runs(("write", "files", "PASS", "120", "req-first", "/x/1"),
                   ("write", "files", "FAIL", "300", "resp-first", "/x/2"),
