@@ -72,7 +72,7 @@ cm_addr() {
 #                 RDMA_SAMPLES_CM_ADDR. The kernel's rdma_cm cannot resolve 127.0.0.1 on RoCE, and rxe
 #                 on `lo` is not Ethernet.
 #   --siw         in a VM with Soft-iWARP (siw0 on eth0, 10.77.0.1), even where this machine has a device;
-#                 implies --cm (iWARP connects only through RDMA CM)
+#                 RDMA_SAMPLES_CM_ADDR set inside, as with --cm (iWARP connects only through RDMA CM)
 #   --timeout S   bound for the whole VM (default 1500)
 #   --share DIR   a folder the VM may write (repeatable)
 # Without a device and without the VM, `device_cmd` is CMD: its device tests skip with a how-to (the
@@ -83,7 +83,7 @@ on_device() {
     while [ $# -gt 0 ]; do
         case "$1" in
         --cm) cm=1 ;;
-        --siw) siw=1 cm=1 ;;
+        --siw) siw=1 ;;
         --timeout) timeout=$2; shift ;;
         --share) vm_args+=(--share "$2"); shift ;;
         --) shift; break ;;
