@@ -119,8 +119,8 @@ static void run(const Args &args, const Options &opt)
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
-    require_device_for(dev, args,
-                       opt); // iWARP: RDMA CM only, no immediate data; atomics only where the device has them
+    // iWARP: RDMA CM only, no immediate data; atomics only where the device has them
+    require_device_for(dev, args, opt);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());
