@@ -25,13 +25,19 @@ class Tally(unittest.TestCase):
             for line in lines:
                 f.write("\t".join(line) + "\n")
 
+    def failed_run(self, name, files):
+        """A failed run's folder NAME in the output, holding FILES (name: text); its path."""
+        folder = os.path.join(self.out, name)
+        os.makedirs(folder)
+        for file, text in files.items():
+            with open(os.path.join(folder, file), "w") as f:
+                f.write(text)
+        return folder
+
     def test_runs_with_a_failure(self):
-        failed = os.path.join(self.out, "write-files-2")
-        os.makedirs(failed)
-        with open(os.path.join(failed, "run.txt"), "w") as f:
-            f.write("first=req delay_ms=5 exit=1\n")
-        with open(os.path.join(failed, "requester0.out"), "w") as f:
-            f.write("step 1: x\nrequester: step 4 failed: boom\nhint: start it\n")
+        failed = self.failed_run("write-files-2", {
+            "run.txt": "first=req delay_ms=5 exit=1\n",
+            "requester0.out": "step 1: x\nrequester: step 4 failed: boom\nhint: start it\n"})
         self.runs(("write", "files", "PASS", "120", "req-first", "/x/1"),
                   ("write", "files", "FAIL", "300", "resp-first", failed),
                   ("write", "files", "PASS", "200", "req-first", "/x/3"),
@@ -52,12 +58,9 @@ class Tally(unittest.TestCase):
                          "\n3 of 4 runs passed (seed 42; replay: tests/stress/stress 3 --seed 42)\n")
 
     def test_a_run_the_watchdog_ended_says_so(self):
-        failed = os.path.join(self.out, "file_transfer-cm-req-2")
-        os.makedirs(failed)
-        with open(os.path.join(failed, "run.txt"), "w") as f:
-            f.write("victim=req step=2 survivor_exit=137 survivor_ms=19000\n")
-        with open(os.path.join(failed, "watchdog.txt"), "w") as f:
-            f.write("the watchdog killed pids 41 (SIGKILL): still running 19 s after it began\n")
+        failed = self.failed_run("file_transfer-cm-req-2", {
+            "run.txt": "victim=req step=2 survivor_exit=137 survivor_ms=19000\n",
+            "watchdog.txt": "the watchdog killed pids 41 (SIGKILL): still running 19 s after it began\n"})
         self.runs(("file_transfer", "cm", "FAIL", "19000", "req step 2", failed))
         row = tally("row", self.out, "file_transfer", "cm", "1", "--kill", "--tap")
         self.assertEqual(row.stdout, "not ok 1 - file_transfer (cm): 1 of 1 run(s) failed\n"
