@@ -27,6 +27,17 @@ base_args() {
     append="console=ttyS0 panic=-1 tsc=reliable cryptomgr.notests tsc_early_khz=$khz"
     if [ "${RDMA_SAMPLES_VM_DEBUG:-0}" = 1 ]; then append+=" loglevel=7 rdma_vm.debug"; else append+=" quiet loglevel=0"; fi
     [ -z "${probe:-}" ] || append+=" rdma_vm.probe"
+    # RDMA_SAMPLES_VM_ASLR=off (every test of ./lab test; tests/meson.build): no address randomization
+    # in the guest. TCG reuses the code it has translated only where the same code runs again at the
+    # same address, and randomization moves every process's program and libraries, so each start
+    # pays for translating the loader, libc, libibverbs and the sanitizer runtime again: a sanitizer
+    # pair costs about half the emulated CPU without it (tests/README.md). On, the default, the VM
+    # behaves like the real host a learner runs the samples on (./lab demo, ./lab vm).
+    case "${RDMA_SAMPLES_VM_ASLR:-on}" in
+    on) ;;
+    off) append+=" norandmaps" ;;
+    *) die "RDMA_SAMPLES_VM_ASLR=$RDMA_SAMPLES_VM_ASLR: on or off" ;;
+    esac
     [ -z "${RDMA_SAMPLES_VM_APPEND:-}" ] || append+=" $RDMA_SAMPLES_VM_APPEND"
     # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs on multi-threaded TCG, each vCPU on a host thread of
     # its own, so that two busy-polling processes spin at once (tests/vm/smp-soak: no hang in 161 boots
