@@ -47,7 +47,8 @@ static void run(const Args &args, const Options &opt)
         // iWARP: the READ names this buffer as its data sink, and the responder's answer arrives as a
         // tagged write into it, so the sink must allow remote write (the kernel's own READs register
         // their sink so on iWARP: drivers/infiniband/core/rw.c; Soft-iWARP itself checks only local
-        // write, siw_qp_rx.c siw_proc_rresp(), but iWARP NICs hold you to it). The buffer is not exported.
+        // write, siw_qp_rx.c siw_proc_rresp(), but iWARP NICs hold you to it). The buffer is not exported,
+        // but the READ request itself tells the responder its STag (RFC 5040, 4.4).
         access |= IBV_ACCESS_REMOTE_WRITE;
     }
     //! [iwarp_sink]

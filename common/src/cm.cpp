@@ -50,9 +50,10 @@ void cm_ready_qp(rdma_cm_id *id, ibv_qp *qp, int responder_resources, int initia
     //! [cm_ready_qp]
     // iWARP: nothing to do. The reliable transport is TCP, so there is no PSN, ACK timeout or retry
     // count to set, and the kernel's iWARP CM moves the QP to RTS itself once the TCP connection and the
-    // MPA handshake are up (for RTS, rdma_init_qp_attr() gives an empty mask: iwcm.c,
-    // iwcm_init_qp_rts_attr()). A QP already at RTS would even be refused: siw accepts only a QP at
-    // INIT or RTR (siw_cm.c, siw_accept()), and refuses RTS from us for want of a socket (siw_qp.c).
+    // MPA handshake are up (for RTS, rdma_init_qp_attr() gives a mask without IBV_QP_STATE: iwcm.c,
+    // iwcm_init_qp_rts_attr() sets none, cma.c adds the port). A QP already at RTS would even be
+    // refused: siw accepts only a QP at INIT or RTR (siw_cm.c, siw_accept()), and refuses RTS from us
+    // for want of a socket (siw_qp.c).
     if (qp->context->device->transport_type == IBV_TRANSPORT_IWARP)
         return;
     // The CM knows everything the descriptor files carried: it asks the kernel for the RTR attributes
