@@ -153,7 +153,7 @@ inline void post_receives(ibv_qp *qp, std::uint32_t n, ControlMessage *msg, std:
 }
 
 /** @brief SEND: @p msg (put in wire order into @p buf, registered with @p lkey), or, with @p buf
- *  nullptr, a zero-length SEND whose immediate value @p imm is the whole message (a credit, "done"). */
+ *  nullptr, a zero-length SEND whose immediate value @p imm is the whole message (a credit). */
 inline void post_send(ibv_qp *qp, ControlMessage *buf, std::uint32_t lkey, const ControlMessage &msg,
                       std::uint32_t imm = 0)
 {

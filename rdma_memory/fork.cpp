@@ -4,12 +4,13 @@
  *
  * A memory region maps physical pages: the device reads and writes those pages, whatever the process's
  * page tables say later. fork() makes the child share the parent's pages copy-on-write, and the first
- * write afterwards copies a page. Before Linux 5.13 that could be the parent's write: the parent got a
+ * write afterwards copies a page. Before Linux 5.9 that could be the parent's write: the parent got a
  * new page and the device kept the old one, now the child's, so the parent's data and the device's no
  * longer met. ibv_fork_init() was the cure: every registration marks its pages MADV_DONTFORK, so the
- * child gets no mapping there at all (touching it kills the child with SIGSEGV). Since 5.13 the kernel
- * copies a pinned page for the child at fork() time instead, the parent keeps the page the device maps,
- * and ibv_is_fork_initialized() says IBV_FORK_UNNEEDED.
+ * child gets no mapping there at all (touching it kills the child with SIGSEGV). Since 5.9 (5.12 for
+ * huge pages) the kernel copies a pinned page for the child at fork() time instead, the parent keeps the
+ * page the device maps; since 5.13 the kernel says so, and ibv_is_fork_initialized() returns
+ * IBV_FORK_UNNEEDED.
  *
  * Neither makes fork() safe for verbs: the child must not use the parent's context, PD, MR, QP or CQ
  * (they are the parent's, opened on the parent's file of /dev/infiniband/uverbsN). fork-friendly, not
@@ -53,8 +54,8 @@ const char *fork_status_text(ibv_fork_status status)
         return "IBV_FORK_ENABLED: ibv_fork_init() was called on a kernel that does not copy pinned pages: "
                "registered pages are MADV_DONTFORK, absent from the child";
     case IBV_FORK_UNNEEDED:
-        return "IBV_FORK_UNNEEDED: the kernel copies pinned pages for the child at fork() (Linux 5.13 and "
-               "later): the parent keeps the pages the device maps";
+        return "IBV_FORK_UNNEEDED: the kernel copies pinned pages for the child at fork() (since Linux 5.9, 5.12 "
+               "for huge pages; it says so since 5.13): the parent keeps the pages the device maps";
     }
     return "unknown";
 }
@@ -153,7 +154,7 @@ void run(const Args &args, bool fork_init)
            !unchanged    ? "CHANGED by the child"
            : child_wrote ? "unchanged: the child wrote to a copy of its own"
                          : "unchanged");
-    buf.data()[0] = 'h'; // the write that, before Linux 5.13 and without ibv_fork_init(), moved the parent
+    buf.data()[0] = 'h'; // the write that, before Linux 5.9 and without ibv_fork_init(), moved the parent
     const std::uint64_t after = page_frame(buf.data());
     info("page frame after the parent's write: %s%s", frame_text(after).c_str(),
          frame != 0 && after == frame ? " (the same page: the device and the parent still meet)" : "");

@@ -6,8 +6,10 @@
  * The requester asks for a window, receives its descriptor (address, length, rkey of the window, not
  * of the responder's region), writes its message into it, and says "done". The responder revokes the
  * window and says so. Two demonstrations show the device enforce the grant: --past-window writes one
- * byte past the window's end, --after-revoke writes through the window's rkey after the revocation;
- * both fail with IBV_WC_REM_ACCESS_ERR and the responder's memory stays as it was. --invalidate ends
+ * byte past the window's end, --after-revoke writes through the window's rkey after the revocation.
+ * On a NIC both fail with IBV_WC_REM_ACCESS_ERR and the responder's memory stays as it was; Soft-RoCE
+ * refuses the second but lets the first land (rxe checks a window's rkey, access and region, not its
+ * bounds: chapter 18), and this side then says so. --invalidate ends
  * the grant from this side: "done" is a SEND with invalidate, which revokes a type 2 window as it
  * arrives. window.hpp has the conversation.
  */

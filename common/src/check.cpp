@@ -22,8 +22,9 @@ struct ErrnoHint {
 
 constexpr ErrnoHint errno_hints[] = {
     {"ibv_reg_mr", ENOMEM,
-     "the locked-memory limit is too low for this region (registration pins its pages); raise it (`ulimit -l`, "
-     "or memlock in /etc/security/limits.conf) or run with CAP_IPC_LOCK (root)"},
+     "this region would take the pages this process has pinned past its locked-memory limit (registration "
+     "pins its pages, and the limit counts them all); raise it (`ulimit -l`, or memlock in "
+     "/etc/security/limits.conf) or run with CAP_IPC_LOCK (root)"},
     // A limit of 0 is refused before any page is counted: ib_umem_get() asks can_do_mlock() first.
     {"ibv_reg_mr", EPERM,
      "this process may lock no memory at all (its locked-memory limit is 0, and it lacks CAP_IPC_LOCK), and "
