@@ -6,16 +6,6 @@
 
 load test_helper/common
 
-setup_file() {
-    # In the Soft-RoCE VM, Valgrind gets only the dynamic loader's detached debug information, not the
-    # C library's: reading glibc's DWARF at every start is about half of what a start under memcheck
-    # costs the emulator, and no check depends on it (tests/vm/valgrind-debuginfo says what a report
-    # loses). On a machine with its own device, nothing changes.
-    if served; then
-        at_device "$RDMA_SAMPLES_SOURCE/tests/vm/valgrind-debuginfo"
-    fi
-}
-
 setup() {
     require_rdma_device
     command -v valgrind >/dev/null || fail "valgrind is missing: ./lab deps installs it"
