@@ -31,7 +31,7 @@ setup() {
     run -1 --separate-stderr under_memlock 64 rdma_bench_responder $(responder_paths) -t 2 \
         --op write --size 1048576
     assert_regex "$stderr" "responder: step 2 failed: ibv_reg_mr: Cannot allocate memory \(errno 12\)"
-    assert_regex "$stderr" "hint: the locked-memory limit is too low .*RLIMIT_MEMLOCK here: 64 KiB \(hard limit 64 KiB\)"
+    assert_regex "$stderr" "hint: this region would take the pages this process has pinned past its locked-memory limit .*RLIMIT_MEMLOCK here: 64 KiB \(hard limit 64 KiB\)"
 }
 
 @test "a registration with a locked-memory limit of 0 fails with EPERM, and the hint says why" {
