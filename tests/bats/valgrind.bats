@@ -16,8 +16,11 @@ setup() {
 # memcheck NAME: the valgrind command line (in array `vg`) that runs a program under memcheck, its
 # report in $BATS_TEST_TMPDIR/NAME.vg.
 memcheck() {
-    # (--vgdb=no: no gdbserver, whose shared-memory file in TMPDIR a 9p share cannot map)
-    vg=("$(device_path "$(command -v valgrind)")" --tool=memcheck --vgdb=no --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible
+    # (--vgdb=no: no gdbserver, whose shared-memory file in TMPDIR a 9p share cannot map;
+    # --read-inline-info=no: a report names the function an inlined call landed in, not the inlined
+    # one, and every start under memcheck costs about 1 s less emulated CPU of its 8 (tests/vm/cost);
+    # rerun a failing pair without it to see the inlined frames)
+    vg=("$(device_path "$(command -v valgrind)")" --tool=memcheck --vgdb=no --read-inline-info=no --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible
         --errors-for-leak-kinds=definite,indirect,possible --suppressions="$RDMA_SAMPLES_SOURCE/tests/valgrind.supp"
         --log-file="$BATS_TEST_TMPDIR/$1.vg")
 }

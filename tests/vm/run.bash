@@ -117,6 +117,11 @@ cmd_run() {
     fi
     [ -n "$net" ] || [ -z "$ip" ] || usage_error "--ip needs --net"
     command -v qemu-system-x86_64 >/dev/null || die "qemu-system-x86_64 not found (apt-get install qemu-system-x86)"
+    # RDMA_SAMPLES_VM_PROVIDERS=device (every test of ./lab test; tests/meson.build): libibverbs in the
+    # guest loads only the provider of the VM's own device (init narrows /etc/libibverbs.d). all, the
+    # default: every provider the host's rdma-core installed, as on a real host.
+    local providers=${RDMA_SAMPLES_VM_PROVIDERS:-all}
+    [[ $providers =~ ^(all|device)$ ]] || usage_error "RDMA_SAMPLES_VM_PROVIDERS=$providers: all or device"
 
     local start=$SECONDS deadline=$((SECONDS + timeout_s))
     local kdir
@@ -129,6 +134,7 @@ cmd_run() {
     job=$(mktemp -d "${TMPDIR:-/tmp}/rdma-samples-vm.XXXXXX")
     write_job "$job" 0 "$@"
     echo "$provider" >"$job/provider"
+    echo "$providers" >"$job/providers"
     [ "$provider" = rxe ] || cp "$siw_ko" "$job/siw.ko"
     [ -z "$control" ] || printf '%s\n' "$job" >"$control.job"
     printf '%s\n' "${shares[@]+"${shares[@]}"}" >"$job/shares"
