@@ -26,8 +26,8 @@ namespace rdma_bench {
 
 /**
  * @brief Step 1 of both sides: stop at once when the device cannot run this measurement. iWARP connects
- * only through RDMA CM (rdma_write's step 4) and has no immediate data; a device without atomics (siw)
- * cannot measure them.
+ * only through RDMA CM (rdma_write's step 4); siw has no immediate data (require_immediate_data()) and
+ * no atomics, so it cannot measure them.
  * @param dev the open device @param args -cm @param opt --op
  * @throws rdma_samples::Error naming what the device lacks
  */

@@ -44,7 +44,7 @@ void run(const Args &args, const ReceiverOptions &opt)
     step(1, "open the device, check a ring of %u x %u bytes against its limits, listen on port %u", opt.slots,
          opt.chunk, args.listen_port);
     Device dev = open_device(args.device, args.gid_index);
-    require_immediate_data(dev); // its WRITEs and credits carry immediates: none on iWARP
+    require_immediate_data(dev); // its WRITEs and credits carry immediates: none on siw
     ibv_device_attr attr{};
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
     check_ring_fits(attr, dev.name, opt.slots, opt.chunk); // max_mr_size, max_qp_wr, max_cqe

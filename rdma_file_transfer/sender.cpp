@@ -37,7 +37,7 @@ void run(const Args &args, const SenderOptions &opt)
     step(1, "open %s and the device: the file is hashed as it is sent, not before", quote(opt.file).c_str());
     Source src = open_source(opt.file);
     Device dev = open_device(args.device, args.gid_index);
-    require_immediate_data(dev); // its WRITEs and credits carry immediates: none on iWARP
+    require_immediate_data(dev); // its WRITEs and credits carry immediates: none on siw
 
     step(2, "connect to %s port %u with RDMA CM; rdma_create_qp() makes the QP", args.server_addr->c_str(),
          args.listen_port);

@@ -36,7 +36,7 @@ static void run(const Args &args, const ClientOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
-    require_immediate_data(dev); // each message is a WRITE with immediate: none on iWARP
+    require_immediate_data(dev); // each message is a WRITE with immediate: none on siw
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
 
     step(2, "register %d source slots of %zu bytes (no access flags: the device only reads them)", opt.count,

@@ -77,7 +77,7 @@ static void run(const Args &args, const ServerOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
-    require_immediate_data(dev); // each message is a WRITE with immediate: none on iWARP
+    require_immediate_data(dev); // each message is a WRITE with immediate: none on siw
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
 
     step(2, "register %d slots of %zu bytes, local write + remote write", max_slots, slot_size);

@@ -31,7 +31,7 @@ static void run(const Args &args)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
-    require_immediate_data(dev); // iWARP has none: refused here, at once, not by a failed post
+    require_immediate_data(dev); // none on siw (nor in RDMAP): refused here, at once, not by a failed post
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());

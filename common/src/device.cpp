@@ -204,13 +204,29 @@ void require_rdma_cm_on_iwarp(const Device &dev, bool use_cm, const std::string 
                              : hint);
 }
 
+bool is_siw(const Device &dev)
+{
+    return is_iwarp(dev) && dev.device_attr.vendor_id == 0x626d74; // SIW_VENDOR_ID in drivers/infiniband/sw/siw
+}
+
 void require_immediate_data(const Device &dev)
 {
-    if (is_iwarp(dev))
-        throw Error(dev.name + " is an iWARP device (transport_type IBV_TRANSPORT_IWARP): iWARP has no immediate data "
-                               "(no RDMA WRITE or SEND with immediate)",
+    if (!is_iwarp(dev))
+        return;
+    // RDMAP (RFC 5040) carries no immediate data. Soft-iWARP implements none; Chelsio's iw_cxgb4 adds
+    // RDMA WRITE with immediate as its own extension (rdma-core providers/cxgb4), but no SEND with
+    // immediate, and the pairs that use immediates are tested on RoCE only: refused on every iWARP device.
+    if (is_siw(dev))
+        throw Error(dev.name +
+                        " is a Soft-iWARP device (siw, transport_type IBV_TRANSPORT_IWARP): siw has no immediate "
+                        "data (no RDMA WRITE or SEND with immediate; iWARP's RDMAP defines none)",
                     "run this pair on RoCE or InfiniBand; on iWARP a SEND after the WRITE says what the immediate "
                     "would (rdma_write's goodbye)");
+    throw Error(dev.name +
+                    " is an iWARP device (transport_type IBV_TRANSPORT_IWARP): iWARP's RDMAP defines no immediate "
+                    "data, and this pair's WRITE or SEND with immediate is not run on iWARP here",
+                "run this pair on RoCE or InfiniBand; on iWARP a SEND after the WRITE says what the immediate would "
+                "(rdma_write's goodbye)");
 }
 
 void require_ud(const Device &dev)

@@ -142,11 +142,19 @@ void require_atomics(const Device &dev);
  * @brief Whether @p dev speaks iWARP (Soft-iWARP's siw, Intel E810, Chelsio): its device's
  * transport_type is IBV_TRANSPORT_IWARP (ibv_get_device_list(3)), where RoCE and InfiniBand devices say
  * IBV_TRANSPORT_IB. iWARP carries RDMA over TCP (MPA, DDP, RDMAP): reliable connections only, set up
- * by the connection manager, with no immediate data, no UD and (on siw) no atomics.
+ * by the connection manager, with no UD, no immediate data in RDMAP, and (on siw) no atomics.
  * @param dev the open device
  * @return true on iWARP
  */
 bool is_iwarp(const Device &dev);
+
+/**
+ * @brief Whether @p dev is Soft-iWARP, the kernel's software iWARP (siw): an iWARP device whose
+ * vendor_id is siw's (0x626d74, SIW_VENDOR_ID in drivers/infiniband/sw/siw/siw.h).
+ * @param dev the open device
+ * @return true on siw
+ */
+bool is_siw(const Device &dev);
 
 /**
  * @brief Stop at once when an iWARP device is asked to connect with descriptor files. An iWARP QP
@@ -161,7 +169,9 @@ void require_rdma_cm_on_iwarp(const Device &dev, bool use_cm, const std::string 
 
 /**
  * @brief Stop at once when the device has no immediate data (RDMA WRITE with immediate, SEND with
- * immediate): iWARP's RDMAP has no such field, so an iWARP device refuses both.
+ * immediate). iWARP's RDMAP defines none and Soft-iWARP (siw) implements none; Chelsio's iw_cxgb4 adds
+ * RDMA WRITE with immediate as an extension, untested here: every iWARP device is refused, and the line
+ * says which of the two it is.
  * @param dev the open device
  * @throws Error naming the device and its transport
  */
