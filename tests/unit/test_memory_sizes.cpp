@@ -117,6 +117,7 @@ TEST(MemorySizes, ControlBytesInTheListAreQuoted)
     EXPECT_EQ(error.find('\x1b'), std::string::npos);
     EXPECT_EQ(sizes_error("4K\n"), bad_size(R"("4K\n")"));
     EXPECT_EQ(sizes_error("\xff"), bad_size(R"("\xff")"));
+    EXPECT_EQ(sizes_error(std::string("4\0", 2)), bad_size(R"("4\x00")")); // a NUL is no unit (strchr took it for G)
 }
 
 TEST(MemorySizes, ZeroIsReadThenRefusedByCheckedSizes)
