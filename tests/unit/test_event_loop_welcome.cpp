@@ -2,7 +2,7 @@
  * @file test_event_loop_welcome.cpp
  * @brief rdma_event_loop's client reads the server's welcome (rdma_event_loop/options.hpp, read_welcome())
  * from the private data of a REP, without a device: its length, magic and credits, at each bound and
- * one past it.
+ * one past it, each error naming the field.
  */
 #include "rdma_event_loop/options.hpp"
 
@@ -56,8 +56,6 @@ std::string welcome_error(const std::vector<unsigned char> &data)
     return "(nothing thrown)";
 }
 
-const std::string no_welcome = "the server's accept carries no rdma_event_loop welcome (or credits outside 1..16)";
-
 } // namespace
 
 TEST(EventLoopWelcome, OneToSixteenCreditsAreRead)
@@ -82,24 +80,34 @@ TEST(EventLoopWelcome, PrivateDataPastTheWelcomeIsIgnored)
 
 TEST(EventLoopWelcome, LessThanAWelcomeIsRejectedWithoutReadingPastIt)
 {
-    EXPECT_EQ(welcome_error({}), no_welcome); // an accept with no private data: no pointer at all
+    // An accept with no private data: no pointer at all.
+    EXPECT_EQ(welcome_error({}),
+              "the server's accept carries 0 bytes of private data, not an rdma_event_loop welcome (8 bytes)");
     std::vector<unsigned char> seven = welcome_bytes(4);
     seven.pop_back();
-    EXPECT_EQ(welcome_error(seven), no_welcome);
-    EXPECT_EQ(welcome_error({'E', 'L', 'P', '1'}), no_welcome);
+    EXPECT_EQ(welcome_error(seven),
+              "the server's accept carries 7 bytes of private data, not an rdma_event_loop welcome (8 bytes)");
+    EXPECT_EQ(welcome_error({'E', 'L', 'P', '1'}),
+              "the server's accept carries 4 bytes of private data, not an rdma_event_loop welcome (8 bytes)");
 }
 
 TEST(EventLoopWelcome, AnotherMagicIsRejected)
 {
-    EXPECT_EQ(welcome_error(welcome_bytes(4, "ELP2")), no_welcome); // another protocol version
-    EXPECT_EQ(welcome_error(welcome_bytes(4, "elp1")), no_welcome);
-    EXPECT_EQ(welcome_error(welcome_bytes(4, "\x1b[2J")), no_welcome);
-    EXPECT_EQ(welcome_error(welcome_bytes(4, "\0\0\0\0")), no_welcome);
+    EXPECT_EQ(welcome_error(welcome_bytes(4, "ELP2")), // another protocol version
+              R"(the server's welcome starts with "ELP2", not rdma_event_loop's "ELP1")");
+    EXPECT_EQ(welcome_error(welcome_bytes(4, "elp1")),
+              R"(the server's welcome starts with "elp1", not rdma_event_loop's "ELP1")");
+    // The peer's bytes are quoted: no raw control byte reaches the terminal.
+    EXPECT_EQ(welcome_error(welcome_bytes(4, "\x1b[2J")),
+              R"(the server's welcome starts with "\x1b[2J", not rdma_event_loop's "ELP1")");
+    EXPECT_EQ(welcome_error(welcome_bytes(4, "\0\0\0\0")),
+              R"(the server's welcome starts with "\x00\x00\x00\x00", not rdma_event_loop's "ELP1")");
 }
 
 TEST(EventLoopWelcome, CreditsOutsideOneToSixteenAreRejected)
 {
-    EXPECT_EQ(welcome_error(welcome_bytes(0)), no_welcome);
-    EXPECT_EQ(welcome_error(welcome_bytes(max_credits + 1)), no_welcome);
-    EXPECT_EQ(welcome_error(welcome_bytes(255)), no_welcome);
+    EXPECT_EQ(welcome_error(welcome_bytes(0)), "the server's welcome grants 0 credits; expected 1 to 16");
+    EXPECT_EQ(welcome_error(welcome_bytes(max_credits + 1)),
+              "the server's welcome grants 17 credits; expected 1 to 16");
+    EXPECT_EQ(welcome_error(welcome_bytes(255)), "the server's welcome grants 255 credits; expected 1 to 16");
 }
