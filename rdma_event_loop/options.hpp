@@ -7,6 +7,7 @@
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <rdma/rdma_cma.h>
 
@@ -46,22 +47,31 @@ inline constexpr std::size_t max_reject_reason = 100;
 inline constexpr int max_credits = 16;
 
 /**
- * @brief The welcome in a server's REP, checked as the peer's text it is: as long as ours, our magic,
- * credits within 1..max_credits.
+ * @brief The welcome in a server's REP, checked as the peer's text it is: at least as long as ours, our
+ * magic, credits within 1..max_credits; an error names the field that is wrong (the magic quoted).
  * @param conn the CONNECT_RESPONSE (or ESTABLISHED) event's connection parameters
  * @param peer the server, for the error
  * @return the welcome @throws rdma_samples::Error when it is not a welcome we can use
  */
 inline Welcome read_welcome(const rdma_conn_param &conn, const std::string &peer)
 {
+    const std::string hint = "is the server at " + peer + " an rdma_event_loop_server?";
     Welcome welcome;
-    if (conn.private_data_len >= sizeof welcome)
-        std::memcpy(&welcome, conn.private_data, sizeof welcome);
-    if (conn.private_data_len < sizeof welcome || std::memcmp(welcome.magic, "ELP1", 4) != 0 || welcome.credits < 1 ||
-        welcome.credits > max_credits)
-        throw rdma_samples::Error("the server's accept carries no rdma_event_loop welcome (or credits outside 1.." +
-                                      std::to_string(max_credits) + ")",
-                                  "is the server at " + peer + " an rdma_event_loop_server?");
+    if (conn.private_data_len < sizeof welcome)
+        throw rdma_samples::Error("the server's accept carries " + std::to_string(conn.private_data_len) +
+                                      " bytes of private data, not an rdma_event_loop welcome (" +
+                                      std::to_string(sizeof welcome) + " bytes)",
+                                  hint);
+    std::memcpy(&welcome, conn.private_data, sizeof welcome);
+    if (std::memcmp(welcome.magic, "ELP1", 4) != 0)
+        throw rdma_samples::Error("the server's welcome starts with " +
+                                      rdma_samples::quote(std::string(welcome.magic, sizeof welcome.magic)) +
+                                      ", not rdma_event_loop's \"ELP1\"",
+                                  hint);
+    if (welcome.credits < 1 || welcome.credits > max_credits)
+        throw rdma_samples::Error("the server's welcome grants " + std::to_string(welcome.credits) +
+                                      " credits; expected 1 to " + std::to_string(max_credits),
+                                  hint);
     return welcome;
 }
 

@@ -13,10 +13,10 @@
 #include <cctype>
 #include <chrono>
 #include <cstdio>
-#include <cstring>
 #include <optional>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace rdma_memory {
@@ -36,7 +36,8 @@ inline std::vector<std::size_t> parse_sizes(const std::string &list)
     std::string item;
     while (std::getline(in, item, ',')) {
         std::size_t unit = 1;
-        if (!item.empty() && std::strchr("KMGkmg", item.back()) != nullptr) {
+        // (not strchr, which also finds the terminating NUL: "4\0" would read as 4G)
+        if (!item.empty() && std::string_view("KMGkmg").find(item.back()) != std::string_view::npos) {
             const char u = static_cast<char>(std::toupper(static_cast<unsigned char>(item.back())));
             unit = u == 'K' ? KiB : u == 'M' ? MiB : GiB;
             item.pop_back();
