@@ -31,7 +31,7 @@ base_args() {
     # in the guest. TCG reuses the code it has translated only where the same code runs again at the
     # same address, and randomization moves every process's program and libraries, so each start
     # pays for translating the loader, libc, libibverbs and the sanitizer runtime again: a sanitizer
-    # pair costs about half the emulated CPU without it (tests/README.md). On, the default, the VM
+    # pair costs about half the emulated CPU without it (tests/results.md). On, the default, the VM
     # behaves like the real host a learner runs the samples on (./lab demo, ./lab vm).
     case "${RDMA_SAMPLES_VM_ASLR:-on}" in
     on) ;;
