@@ -31,6 +31,16 @@ namespace event_loop {
 
 using Clock = std::chrono::steady_clock; // CLOCK_MONOTONIC, the clock of the server's timerfd
 
+/** @brief Where a connection's life stands. */
+enum class Phase {
+    accepted, ///< our REP is out; neither ESTABLISHED nor a first message seen yet
+    open,     ///< ESTABLISHED seen, or its first message came
+    closing,  ///< we disconnected and moved the QP to ERR: waiting for the flushes (bounded by -t)
+};
+
+/** @brief How a connection ended, for the tally: its client said goodbye, or the server dropped it. */
+enum class Ending { finished, dropped };
+
 /** @brief One client: its cm_id and QP, its credits, and where its life stands. */
 struct Connection {
     rdma_samples::CmIdPtr id; ///< from its CONNECT_REQUEST; empty: the entry is free
@@ -42,12 +52,12 @@ struct Connection {
     std::uint32_t sends_busy = 0;                      ///< one bit per send slot whose echo has not completed
     std::deque<std::pair<int, std::uint32_t>> waiting; ///< messages (slot, length) waiting for a send slot
     int echoed = 0;                                    ///< echoes whose SEND completed
-    bool established = false;                          ///< ESTABLISHED seen, or its first message came
-    bool peer_left = false;                            ///< its DREQ came (DISCONNECTED) before we closed
-    bool closing = false;       ///< we disconnected and moved the QP to ERR; waiting for the flushes
-    bool cm_done = false;       ///< no more CM events will come for it (DISCONNECTED seen)
-    std::string outcome;        ///< why it ended
-    Clock::time_point deadline; ///< idle bound while open; bound of the drain while closing
+    Phase phase = Phase::accepted;
+    bool peer_left = false;           ///< its DREQ came (DISCONNECTED) before we closed
+    bool cm_done = false;             ///< no more CM events will come for it (DISCONNECTED seen)
+    Ending ending = Ending::finished; ///< set with outcome, when it starts closing
+    std::string outcome;              ///< why it ended, as the server prints it
+    Clock::time_point deadline;       ///< idle bound while open; bound of the drain while closing
 };
 
 /** @brief What the whole server holds: its verbs objects, the table and the tally. */
@@ -122,13 +132,14 @@ inline void echo(Server &s, std::size_t entry, int recv_slot, std::uint32_t len)
     //! [echo]
 }
 
-/** Close connection @p c, for @p why: DREQ (or the DREP to its DREQ), QP to ERR; its posted work is
- *  flushed, and release() frees the entry once the last flush has completed. */
-inline void begin_close(Server &s, Connection &c, const std::string &why)
+/** Close connection @p c, ended as @p ending for @p why: DREQ (or the DREP to its DREQ), QP to ERR; its
+ *  posted work is flushed, and release_if_done() frees the entry once the last flush has completed. */
+inline void begin_close(Server &s, Connection &c, Ending ending, const std::string &why)
 {
-    if (c.closing)
+    if (c.phase == Phase::closing)
         return;
-    c.closing = true;
+    c.phase = Phase::closing;
+    c.ending = ending;
     c.outcome = why;
     c.deadline = Clock::now() + std::chrono::seconds(s.args.timeout_s); // the drain is bounded too
     if (rdma_disconnect(c.id.get()) != 0) // (a connection not up yet has nothing to disconnect)
@@ -140,9 +151,9 @@ inline void begin_close(Server &s, Connection &c, const std::string &why)
 inline void release_if_done(Server &s, Connection &c)
 {
     const bool drained = c.recvs_posted == 0 && c.sends_busy == 0;
-    if (!c.closing || c.id == nullptr || !((drained && c.cm_done) || Clock::now() >= c.deadline))
+    if (c.phase != Phase::closing || c.id == nullptr || !((drained && c.cm_done) || Clock::now() >= c.deadline))
         return;
-    const bool finished = c.outcome == "the client disconnected";
+    const bool finished = c.ending == Ending::finished;
     rdma_samples::result("connection %d closed: %d message(s) echoed; %s", c.number, c.echoed, c.outcome.c_str());
     ++s.served;
     s.dropped += finished ? 0 : 1;
@@ -158,7 +169,7 @@ inline void echo_or_close(Server &s, std::size_t entry, int recv_slot, std::uint
     try {
         echo(s, entry, recv_slot, len);
     } catch (const rdma_samples::Error &e) {
-        begin_close(s, s.table[entry], std::string("dropped: ") + e.what());
+        begin_close(s, s.table[entry], Ending::dropped, std::string("dropped: ") + e.what());
     }
 }
 
@@ -176,24 +187,24 @@ inline void on_completion(Server &s, const ibv_wc &wc)
     else
         c.sends_busy &= ~(1U << (slot - s.opt.credits));
     if (wc.status != IBV_WC_SUCCESS) { // (flushes are expected while closing)
-        begin_close(s, c,
+        begin_close(s, c, Ending::dropped,
                     std::string("dropped: its ") + (receive ? "receive" : "echo") + " completed with " +
                         rdma_samples::wc_status_name(wc.status) + " (" + ibv_wc_status_str(wc.status) + ")");
-    } else if (receive && !c.closing) {
-        c.established = true;
+    } else if (receive && c.phase != Phase::closing) {
+        c.phase = Phase::open;
         c.deadline = Clock::now() + std::chrono::seconds(s.args.timeout_s); // it is alive: -t again
         echo_or_close(s, entry, slot, wc.byte_len); // byte_len <= message_size: a longer SEND fails instead
     } else if (!receive) {
         ++c.echoed;
         ++s.echoed;
-        if (!c.waiting.empty() && !c.closing) {
+        if (!c.waiting.empty() && c.phase != Phase::closing) {
             const auto [next, len] = c.waiting.front();
             c.waiting.pop_front();
             echo_or_close(s, entry, next, len);
         }
     }
     if (c.peer_left && c.sends_busy == 0 && c.waiting.empty())
-        begin_close(s, c, "the client disconnected"); // its last echo is through: answer its DREQ
+        begin_close(s, c, Ending::finished, "the client disconnected"); // its last echo is through: answer its DREQ
     release_if_done(s, c);
 }
 

@@ -62,7 +62,9 @@ inline void accept_client(Server &s, const Device &dev, rdma_cm_id *id, bool sto
         check_rc(rdma_accept(id, &param), "rdma_accept");
         //! [accept]
     } catch (const Error &e) { // this client's failure, not the server's
-        c.closing = c.cm_done = true;
+        c.phase = Phase::closing;
+        c.cm_done = true;
+        c.ending = Ending::dropped;
         c.outcome = std::string("dropped while being accepted: ") + e.what();
         if (c.qp)
             qp_to_error(c.qp.get());
@@ -89,15 +91,16 @@ inline void on_cm_events(Server &s, const Device &dev, rdma_event_channel *chann
         } else if (c == nullptr) {
             continue; // an event of a client already released, or of the listener
         } else if (type == RDMA_CM_EVENT_ESTABLISHED) {
-            c->established = true;
+            if (c->phase == Phase::accepted)
+                c->phase = Phase::open;
             result("connection %d established from %s", c->number, c->addr.c_str());
         } else if (type == RDMA_CM_EVENT_DISCONNECTED) { // its DREQ, or the answer to ours
             c->cm_done = c->peer_left = true;
             if (c->sends_busy == 0 && c->waiting.empty()) // else: the last echo completes first
-                begin_close(s, *c, "the client disconnected");
+                begin_close(s, *c, Ending::finished, "the client disconnected");
         } else if (type != RDMA_CM_EVENT_TIMEWAIT_EXIT) { // REJECTED, CONNECT_ERROR, UNREACHABLE...
             c->cm_done = true;
-            begin_close(s, *c, "dropped: " + cm_event_name(type));
+            begin_close(s, *c, Ending::dropped, "dropped: " + cm_event_name(type));
         }
         //! [cm_event]
         if (c != nullptr)
@@ -151,7 +154,8 @@ inline void on_async_events(Server &s, ibv_context *ctx)
         info("async event %s", ibv_event_type_str(type));
         for (Connection &c : s.table)
             if (qp != nullptr && c.qp.get() == qp)
-                begin_close(s, c, std::string("dropped: its QP broke (") + ibv_event_type_str(type) + ")");
+                begin_close(s, c, Ending::dropped,
+                            std::string("dropped: its QP broke (") + ibv_event_type_str(type) + ")");
         if (type == IBV_EVENT_CQ_ERR || type == IBV_EVENT_DEVICE_FATAL)
             throw Error(std::string("the device reported ") + ibv_event_type_str(type),
                         "a CQ overrun means it was sized too small; see the async event's man page");
@@ -165,8 +169,9 @@ inline void on_deadlines(Server &s)
     for (Connection &c : s.table) {
         if (!c.id || now < c.deadline)
             continue;
-        if (!c.closing)
-            begin_close(s, c, "dropped: no message for " + std::to_string(s.args.timeout_s) + " s (-t)");
+        if (c.phase != Phase::closing)
+            begin_close(s, c, Ending::dropped,
+                        "dropped: no message for " + std::to_string(s.args.timeout_s) + " s (-t)");
         else
             release_if_done(s, c); // its flushes or its CM answer never came within -t
     }

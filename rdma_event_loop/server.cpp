@@ -116,7 +116,7 @@ void run(const Args &args, const ServerOptions &opt)
             stopping = true; // served what was asked (--clients): close whoever came beyond it
         for (Connection &c : s.table)
             if (stopping && c.id)
-                begin_close(s, c, "dropped: the server is shutting down");
+                begin_close(s, c, Ending::dropped, "dropped: the server is shutting down");
         if (!stopping && s.open == 0 && opt.clients > 0 && Clock::now() >= quiet_until)
             throw timeout_error(
                 args.timeout_s, "a client: served " + std::to_string(s.served) + " of " + std::to_string(opt.clients),
