@@ -125,8 +125,10 @@ void run(const Args &args, const SenderOptions &opt)
         if (len != want)
             break; // the file shrank: the check below says so
         sha.update(local, len);
+        //! [credit_loop]
         if (k == 0 && test_fault().corrupt)
             local[0] = static_cast<char>(local[0] ^ 1); // test only: damage the data after hashing it
+        //! [chunk_write]
         ibv_sge sge{reinterpret_cast<std::uintptr_t>(local), static_cast<std::uint32_t>(len), chunk_mr->lkey};
         ibv_send_wr wr{};
         wr.wr_id = write_wr_id + slot;          // its completion says which buffer is free again
@@ -140,7 +142,7 @@ void run(const Args &args, const SenderOptions &opt)
         ibv_send_wr *bad = nullptr;
         check_rc(ibv_post_send(qp.id->qp, &wr, &bad), "ibv_post_send(RDMA WRITE with immediate)");
         c.slots[slot] = Slot{false, false}; // the receiver owns the slot, and the device our buffer
-        //! [credit_loop]
+        //! [chunk_write]
         offset += len;
         progress.update(offset);
         if (test_fault().pause_ms > 0)
