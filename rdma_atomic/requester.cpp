@@ -56,8 +56,8 @@ static std::uint64_t post_atomic(const Args &args, ibv_qp *qp, Completions &comp
     wr.wr.atomic.compare_add = compare_add; // the addend, or the value compared with
     wr.wr.atomic.swap = swap;               // the new value if the comparison holds (CMP_AND_SWP only)
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr),
-             fadd ? "ibv_post_send(ATOMIC_FETCH_AND_ADD)" : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
+    check_post(ibv_post_send(qp, &wr, &bad_wr),
+               fadd ? "ibv_post_send(ATOMIC_FETCH_AND_ADD)" : "ibv_post_send(ATOMIC_CMP_AND_SWP)");
 
     const char *what = fadd ? "the fetch-and-add" : "the compare-and-swap";
     completions.wait(1, fadd ? IBV_WC_FETCH_ADD : IBV_WC_COMP_SWAP, args.timeout_s, what);

@@ -190,7 +190,7 @@ inline void post_receives(ibv_qp *qp, std::uint32_t count, std::uint64_t addr, s
     }
     ibv_recv_wr *bad = nullptr;
     if (const int rc = ibv_post_recv(qp, wr, &bad); rc != 0) // no std::string per post on the fast path
-        rdma_samples::check_rc(rc, "ibv_post_recv(" + std::to_string(count) + " receives)");
+        rdma_samples::check_post(rc, "ibv_post_recv(" + std::to_string(count) + " receives)");
 }
 
 } // namespace rdma_bench

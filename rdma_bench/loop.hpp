@@ -153,7 +153,7 @@ inline void post_chain(Loop &loop, Lane &lane, std::uint32_t count, std::uint32_
     // Build the error's text only on an error: a std::string per post (malloc, to_string, free) cost
     // ~800 instructions per operation, more than librxe's whole post (callgrind; chapter 10).
     if (const int rc = ibv_post_send(lane.qp, wr, &bad); rc != 0)
-        rdma_samples::check_rc(rc, "ibv_post_send(" + std::to_string(count) + " work requests)");
+        rdma_samples::check_post(rc, "ibv_post_send(" + std::to_string(count) + " work requests)");
     lane.sq.posted += count;
 }
 //! [post_chain]

@@ -61,7 +61,7 @@ inline void post_empty_send(ibv_qp *qp, std::uint64_t wr_id, const char *what, s
     wr.invalidate_rkey = invalidate_rkey;
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
-    rdma_samples::check_rc(ibv_post_send(qp, &wr, &bad_wr), what);
+    rdma_samples::check_post(ibv_post_send(qp, &wr, &bad_wr), what);
 }
 
 /**

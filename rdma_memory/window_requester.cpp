@@ -55,7 +55,7 @@ static void write_through(ibv_qp *qp, Completions &completions, const ibv_mr *mr
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey = rkey; // the window's rkey: what the responder granted, and only that
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
+    check_post(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
     completions.wait(1, IBV_WC_RDMA_WRITE, timeout_s, what);
 }
 

@@ -118,7 +118,7 @@ static void run(const Args &args, const ResponderOptions &opt)
         wr.bind_mw.rkey = rkey;
         wr.bind_mw.bind_info = bind_info;
         ibv_send_wr *bad_wr = nullptr;
-        check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(BIND_MW)");
+        check_post(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(BIND_MW)");
     }
     completions.wait(window::bind_wr_id, IBV_WC_BIND_MW, args.timeout_s, "the window's bind");
     //! [bind]
@@ -170,7 +170,7 @@ static void run(const Args &args, const ResponderOptions &opt)
         inv.invalidate_rkey = rkey;
         inv.send_flags = IBV_SEND_SIGNALED;
         ibv_send_wr *bad_wr = nullptr;
-        check_rc(ibv_post_send(qp.get(), &inv, &bad_wr), "ibv_post_send(LOCAL_INV)");
+        check_post(ibv_post_send(qp.get(), &inv, &bad_wr), "ibv_post_send(LOCAL_INV)");
         completions.wait(window::invalidate_wr_id, IBV_WC_LOCAL_INV, args.timeout_s, "the window's invalidation");
     }
     //! [revoke]

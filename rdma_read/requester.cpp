@@ -117,8 +117,8 @@ static void run(const Args &args, const Options &opt)
     wr.wr.rdma.remote_addr = remote.addr; // where they come from, there
     wr.wr.rdma.rkey = remote.rkey;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr),
-             opt.try_write ? "ibv_post_send(RDMA_WRITE)" : "ibv_post_send(RDMA_READ)");
+    check_post(ibv_post_send(qp.get(), &wr, &bad_wr),
+               opt.try_write ? "ibv_post_send(RDMA_WRITE)" : "ibv_post_send(RDMA_READ)");
     //! [post_read]
 
     step(7, "poll the completion queue until the %s completes", op);

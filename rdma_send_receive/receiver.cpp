@@ -58,7 +58,7 @@ static void run(const Args &args, const Options &opt)
         wr.sg_list = &sge;
         wr.num_sge = 1;
         ibv_recv_wr *bad_wr = nullptr;
-        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+        check_post(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
         //! [post_recv]
     } else {
         // --no-prepost-receive: the sender's SEND finds nothing to fill. Our device answers each try with

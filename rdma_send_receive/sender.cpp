@@ -70,7 +70,7 @@ static void run(const Args &args)
     wr.num_sge = args.message.empty() ? 0 : 1; // an empty message is legal: it consumes one receive
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(SEND)");
+    check_post(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(SEND)");
     //! [post_send]
 
     step(6, "poll the completion queue until the SEND completes");

@@ -79,7 +79,7 @@ static void run(const Args &args)
     wr.num_sge = args.message.empty() ? 0 : 1; // an empty message carries no data (it keeps a connection alive)
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(SEND_WITH_IMM)");
+    check_post(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(SEND_WITH_IMM)");
     //! [post_send_imm]
 
     step(6, "poll the completion queue until the receiver has acknowledged the SEND");

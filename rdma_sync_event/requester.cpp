@@ -46,8 +46,8 @@ static void post_event_op(const Args &args, ibv_qp *qp, Completions &completions
     wr.wr.rdma.remote_addr = event.addr;
     wr.wr.rdma.rkey = event.rkey;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr),
-             notify_set ? "ibv_post_send(RDMA_WRITE: notify-set)" : "ibv_post_send(RDMA_READ: get)");
+    check_post(ibv_post_send(qp, &wr, &bad_wr),
+               notify_set ? "ibv_post_send(RDMA_WRITE: notify-set)" : "ibv_post_send(RDMA_READ: get)");
 
     const char *what = notify_set ? "the notify-set (RDMA WRITE)" : "the get (RDMA READ)";
     completions.wait(1, notify_set ? IBV_WC_RDMA_WRITE : IBV_WC_RDMA_READ, args.timeout_s, what);

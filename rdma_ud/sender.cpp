@@ -160,7 +160,7 @@ static void run(const Args &args, const Options &opt)
         wr.wr.ud.remote_qpn = dst.qp_num; // which QP there
         wr.wr.ud.remote_qkey = dst.qkey;  // the key it accepts; a wrong one and the datagram is dropped
         ibv_send_wr *bad_wr = nullptr;
-        check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), call, post_hint);
+        check_post(ibv_post_send(qp.get(), &wr, &bad_wr), call, post_hint);
         //! [post_ud_send]
     }
     if (opt.refused) // the device judges it when it executes it: still step 6

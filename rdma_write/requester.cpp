@@ -236,7 +236,7 @@ static void run(const Args &args)
     wr.wr.rdma.remote_addr = remote.addr; // where in the responder's memory...
     wr.wr.rdma.rkey = remote.rkey;        // ...and the key it handed out for it
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
+    check_post(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE)");
     //! [post_write]
 
     step(7, "poll the completion queue until the WRITE completes");
@@ -260,7 +260,7 @@ static void run(const Args &args)
     bye.wr_id = goodbye_wr_id;
     bye.opcode = IBV_WR_SEND;
     bye.send_flags = IBV_SEND_SIGNALED;
-    check_rc(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
+    check_post(ibv_post_send(qp.get(), &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
     // The loop of step 7 again, as one call (completions.hpp): every later lesson waits this way.
     // its ACK came back: the responder has it
     completions.wait(goodbye_wr_id, IBV_WC_SEND, args.timeout_s, "the goodbye SEND");

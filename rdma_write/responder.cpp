@@ -72,7 +72,7 @@ static void run(const Args &args)
     bye.sg_list = &none;
     bye.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
+    check_post(ibv_post_recv(qp.get(), &bye, &bad_wr), "ibv_post_recv(goodbye)");
     //! [goodbye_receive]
 
     // What we export: exactly the registered range, remote write only. It reaches the requester in a

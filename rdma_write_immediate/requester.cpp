@@ -84,7 +84,7 @@ static void run(const Args &args)
     wr.wr.rdma.remote_addr = remote.addr;
     wr.wr.rdma.rkey = remote.rkey;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE_WITH_IMM)");
+    check_post(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE_WITH_IMM)");
     //! [post_write_imm]
 
     step(6, "poll the completion queue until the WRITE completes");

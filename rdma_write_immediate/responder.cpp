@@ -67,7 +67,7 @@ static void run(const Args &args, const Options &opt)
         wr.wr_id = 1;
         wr.num_sge = 0; // no buffer: the data goes to the rkey's memory, only the immediate comes here
         ibv_recv_wr *bad_wr = nullptr;
-        check_rc(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+        check_post(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
         //! [post_recv]
     } else {
         // --no-prepost-receive: the WRITE with immediate finds nothing to consume, our device answers

@@ -199,17 +199,33 @@ void trace_pointer(const std::string &call, const void *ptr)
 }
 } // namespace detail
 
-// The error an int-returning call reports: the verbs return an errno value (the post calls of some
-// providers, Soft-iWARP's among them, return it negated), librdmacm returns -1 and sets errno.
-// ibv_rereg_mr() is the exception: it returns codes of its own (IBV_REREG_MR_ERR_*) and sets errno, so
-// its callers pass -1 for a failure.
+// The error an int-returning call reports: the verbs return an errno value, librdmacm (and
+// ibv_rereg_mr(), with codes of its own) a negative value and errno set.
 static int errno_of(int rc)
 {
     if (rc > 0)
         return rc;
-    if (rc < -1)
-        return -rc;
     return errno != 0 ? errno : EINVAL;
+}
+
+void check_post(int rc, const std::string &call)
+{
+    if (rc == 0) {
+        trace("%s = 0", call.c_str());
+        return;
+    }
+    // A post returns the errno itself, never -1 with errno set; libsiw returns it negated.
+    fail_errno(call, rc > 0 ? rc : -rc);
+}
+
+void check_post(int rc, const std::string &call, const std::function<std::string(int)> &hint)
+{
+    if (rc == 0) {
+        trace("%s = 0", call.c_str());
+        return;
+    }
+    const int err = rc > 0 ? rc : -rc;
+    fail_errno(call, err, hint(err));
 }
 
 void check_rc(int rc, const std::string &call)

@@ -24,7 +24,7 @@ DescriptorReceive::DescriptorReceive(ibv_pd *pd, ibv_qp *qp) : buf_(max_descript
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad = nullptr;
-    check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(descriptor, " + std::to_string(buf_.size()) + " bytes)");
+    check_post(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv(descriptor, " + std::to_string(buf_.size()) + " bytes)");
 }
 
 std::string DescriptorReceive::wait(Completions &completions, int timeout_s)
@@ -54,7 +54,7 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, descriptor)");
+    check_post(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND, descriptor)");
     completions.wait(descriptor_wr_id, IBV_WC_SEND, timeout_s, "the descriptor SEND");
 }
 
@@ -153,7 +153,7 @@ void post_empty_receive(ibv_qp *qp, const ibv_mr *mr, std::uint64_t wr_id, const
     wr.sg_list = &none;
     wr.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp, &wr, &bad_wr), what);
+    check_post(ibv_post_recv(qp, &wr, &bad_wr), what);
 }
 
 void post_goodbye_receive(ibv_qp *qp, const ibv_mr *mr)
@@ -168,7 +168,7 @@ void say_goodbye(ibv_qp *qp, Completions &completions, int timeout_s)
     bye.opcode = IBV_WR_SEND;
     bye.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
+    check_post(ibv_post_send(qp, &bye, &bad_wr), "ibv_post_send(SEND, goodbye)");
     completions.wait(goodbye_wr_id, IBV_WC_SEND, timeout_s, "the goodbye SEND's completion");
 }
 

@@ -81,7 +81,7 @@ Flushed flush_into(const Device &dev, ibv_pd *pd, ibv_mr *mr, int cq_size, int t
         rwr.sg_list = &sge;
         rwr.num_sge = 1;
         ibv_recv_wr *bad_recv = nullptr;
-        check_rc(ibv_post_recv(qp.get(), &rwr, &bad_recv), "ibv_post_recv");
+        check_post(ibv_post_recv(qp.get(), &rwr, &bad_recv), "ibv_post_recv");
     }
     std::vector<ibv_send_wr> wr(sends);
     for (int i = 0; i < sends; ++i) {
@@ -95,7 +95,7 @@ Flushed flush_into(const Device &dev, ibv_pd *pd, ibv_mr *mr, int cq_size, int t
     }
     wr.back().send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_send = nullptr;
-    check_rc(ibv_post_send(qp.get(), wr.data(), &bad_send), "ibv_post_send(16 RDMA WRITEs, the last signaled)");
+    check_post(ibv_post_send(qp.get(), wr.data(), &bad_send), "ibv_post_send(16 RDMA WRITEs, the last signaled)");
     qp_to_error(qp.get()); // every request still outstanding is flushed now
 
     Flushed f;

@@ -223,7 +223,7 @@ void send_message(Link &l, const ControlMessage &m, std::uint32_t bytes = sizeof
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_send_wr *bad = nullptr;
-    check_rc(ibv_post_send(l.id->qp, &wr, &bad), "ibv_post_send(SEND)");
+    check_post(ibv_post_send(l.id->qp, &wr, &bad), "ibv_post_send(SEND)");
     ++l.outstanding;
     info("sent a %u-byte %s: length %llu, addr 0x%llx, rkey 0x%x, chunk %u, slots %u, flags %u", bytes,
          type_name(le16toh(m.type)).c_str(), static_cast<unsigned long long>(m.length),
@@ -260,7 +260,7 @@ void post_write(Link &l, const ControlMessage &ring, std::size_t offset, std::ui
     wr.wr.rdma.remote_addr = remote_addr;
     wr.wr.rdma.rkey = ring.rkey;
     ibv_send_wr *bad = nullptr;
-    check_rc(ibv_post_send(l.id->qp, &wr, &bad), "ibv_post_send(RDMA WRITE)");
+    check_post(ibv_post_send(l.id->qp, &wr, &bad), "ibv_post_send(RDMA WRITE)");
     ++l.outstanding;
 }
 

@@ -83,6 +83,32 @@ TEST(Check, ErrorsCarryCallErrnoAndHint)
     EXPECT_EQ(check_poll(1), 1);
 }
 
+TEST(Check, APostsErrnoIsReadWhetherPositiveOrNegatedAndAnotherCallsNegativeMeansErrno)
+{
+    // ibv_post_send() returns the errno; libsiw returns it negated. Neither sets errno.
+    for (const int rc : {EINVAL, -EINVAL}) {
+        errno = 0;
+        try {
+            check_post(rc, "ibv_post_send(RDMA WRITE)");
+            FAIL() << rc;
+        } catch (const Error &e) {
+            EXPECT_STREQ(e.what(), "ibv_post_send(RDMA WRITE): Invalid argument (errno 22)") << rc;
+        }
+    }
+    EXPECT_NO_THROW(check_post(0, "ibv_post_recv"));
+    // librdmacm's -1 and ibv_rereg_mr()'s own negative codes (IBV_REREG_MR_ERR_CMD is -4) set errno:
+    // that is the cause, not the code.
+    for (const int rc : {-1, -4}) {
+        errno = EOPNOTSUPP;
+        try {
+            check_rc(rc, "ibv_rereg_mr");
+            FAIL() << rc;
+        } catch (const Error &e) {
+            EXPECT_STREQ(e.what(), "ibv_rereg_mr: Operation not supported (errno 95)") << rc;
+        }
+    }
+}
+
 TEST(Check, FailedCompletionNamesStatusAndHint)
 {
     ibv_wc wc{};

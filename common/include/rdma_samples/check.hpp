@@ -122,12 +122,29 @@ T *check(T *ptr, const std::string &call)
 }
 
 /**
- * @brief Check an int returned by a verbs call. Verbs return 0 on success and either an errno value
- * or -1 with errno set on failure; both are handled.
+ * @brief Check an int returned by a verbs or librdmacm call. Verbs return 0 on success and an errno
+ * value on failure; librdmacm returns -1 and sets errno, and ibv_rereg_mr() a negative code of its own
+ * (IBV_REREG_MR_ERR_*) with errno set: a positive @p rc is the errno, a negative one means "see errno".
  * @param rc   what the call returned
  * @param call description of the call
  */
 void check_rc(int rc, const std::string &call);
+
+/**
+ * @brief Check what ibv_post_send(), ibv_post_recv() or ibv_post_srq_recv() returned: 0, or an errno
+ * value, which some providers return negated (Soft-iWARP's libsiw returns -EINVAL, -ENOMEM...).
+ * @param rc   what the post returned
+ * @param call description of the post, e.g. "ibv_post_send(RDMA WRITE)"
+ */
+void check_post(int rc, const std::string &call);
+
+/**
+ * @brief As check_post(), with the hint chosen by the caller for the errno the post failed with.
+ * @param rc   what the post returned
+ * @param call description of the post
+ * @param hint gives the hint for an errno value
+ */
+void check_post(int rc, const std::string &call, const std::function<std::string(int)> &hint);
 
 /**
  * @brief As check_rc(), with the hint chosen by the caller for the errno the call failed with.
