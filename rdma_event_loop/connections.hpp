@@ -75,137 +75,140 @@ struct Server {
 };
 
 /** The wr_id of a work request: entry, generation and slot (receive slots first, then send slots). */
-inline std::uint64_t wr_id_of(const Connection &c, std::size_t entry, int slot)
+inline std::uint64_t wr_id_of(const Connection &conn, std::size_t entry, int slot)
 {
-    return (std::uint64_t{c.generation} << 32) | (entry << 8) | static_cast<std::uint64_t>(slot);
+    return (std::uint64_t{conn.generation} << 32) | (entry << 8) | static_cast<std::uint64_t>(slot);
 }
 
-inline char *slot_data(const Server &s, std::size_t entry, int slot)
+inline char *slot_data(const Server &server, std::size_t entry, int slot)
 {
-    const std::size_t slots = 2 * static_cast<std::size_t>(s.opt.credits);
-    return s.buf.data() + (entry * slots + static_cast<std::size_t>(slot)) * s.opt.message_size;
+    const std::size_t slots = 2 * static_cast<std::size_t>(server.opt.credits);
+    return server.buf.data() + (entry * slots + static_cast<std::size_t>(slot)) * server.opt.message_size;
 }
 
 /** Post receive slot @p slot of entry @p entry: one credit more for its client. */
-inline void post_receive(Server &s, std::size_t entry, int slot)
+inline void post_receive(Server &server, std::size_t entry, int slot)
 {
-    Connection &c = s.table[entry];
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(slot_data(s, entry, slot)),
-                static_cast<std::uint32_t>(s.opt.message_size), s.mr->lkey};
+    Connection &conn = server.table[entry];
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(slot_data(server, entry, slot)),
+                static_cast<std::uint32_t>(server.opt.message_size), server.mr->lkey};
     ibv_recv_wr wr{};
-    wr.wr_id = wr_id_of(c, entry, slot);
+    wr.wr_id = wr_id_of(conn, entry, slot);
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
-    rdma_samples::check_rc(ibv_post_recv(c.qp.get(), &wr, &bad_wr), "ibv_post_recv");
-    ++c.recvs_posted;
+    rdma_samples::check_rc(ibv_post_recv(conn.qp.get(), &wr, &bad_wr), "ibv_post_recv");
+    ++conn.recvs_posted;
 }
 
 /** Echo the message in receive slot @p recv_slot, if a send slot is free; else it waits its turn. */
-inline void echo(Server &s, std::size_t entry, int recv_slot, std::uint32_t len)
+inline void echo(Server &server, std::size_t entry, int recv_slot, std::uint32_t len)
 {
-    Connection &c = s.table[entry];
+    Connection &conn = server.table[entry];
     int free_slot = -1;
-    for (int i = 0; i < s.opt.credits && free_slot < 0; ++i)
-        if (!(c.sends_busy & (1U << i)))
+    for (int i = 0; i < server.opt.credits && free_slot < 0; ++i)
+        if (!(conn.sends_busy & (1U << i)))
             free_slot = i;
     if (free_slot < 0) { // every echo still in flight (ACKs late): this message keeps its receive for now
-        c.waiting.emplace_back(recv_slot, len);
+        conn.waiting.emplace_back(recv_slot, len);
         return;
     }
     //! [echo]
     // Copy the message out and post its receive again BEFORE the echo leaves: the client may send its
     // next message the moment the echo arrives, and that message must find a receive (no RNR NAK).
-    const int send_slot = s.opt.credits + free_slot;
-    std::memcpy(slot_data(s, entry, send_slot), slot_data(s, entry, recv_slot), len);
-    post_receive(s, entry, recv_slot);
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(slot_data(s, entry, send_slot)), len, s.mr->lkey};
+    const int send_slot = server.opt.credits + free_slot;
+    std::memcpy(slot_data(server, entry, send_slot), slot_data(server, entry, recv_slot), len);
+    post_receive(server, entry, recv_slot);
+    ibv_sge sge{reinterpret_cast<std::uintptr_t>(slot_data(server, entry, send_slot)), len, server.mr->lkey};
     ibv_send_wr wr{};
-    wr.wr_id = wr_id_of(c, entry, send_slot);
+    wr.wr_id = wr_id_of(conn, entry, send_slot);
     wr.opcode = IBV_WR_SEND;
     wr.sg_list = &sge;
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED; // its completion frees the send slot
     ibv_send_wr *bad_wr = nullptr;
-    rdma_samples::check_rc(ibv_post_send(c.qp.get(), &wr, &bad_wr), "ibv_post_send(echo)");
-    c.sends_busy |= 1U << free_slot;
+    rdma_samples::check_rc(ibv_post_send(conn.qp.get(), &wr, &bad_wr), "ibv_post_send(echo)");
+    conn.sends_busy |= 1U << free_slot;
     //! [echo]
 }
 
-/** Close connection @p c, ended as @p ending for @p why: DREQ (or the DREP to its DREQ), QP to ERR; its
+/** Close connection @p conn, ended as @p ending for @p why: DREQ (or the DREP to its DREQ), QP to ERR; its
  *  posted work is flushed, and release_if_done() frees the entry once the last flush has completed. */
-inline void begin_close(Server &s, Connection &c, Ending ending, const std::string &why)
+inline void begin_close(Server &server, Connection &conn, Ending ending, const std::string &why)
 {
-    if (c.phase == Phase::closing)
+    if (conn.phase == Phase::closing)
         return;
-    c.phase = Phase::closing;
-    c.ending = ending;
-    c.outcome = why;
-    c.deadline = Clock::now() + std::chrono::seconds(s.args.timeout_s); // the drain is bounded too
-    if (rdma_disconnect(c.id.get()) != 0) // (a connection not up yet has nothing to disconnect)
-        c.cm_done = true;
-    rdma_samples::qp_to_error(c.qp.get()); // every receive and send still posted completes as flushed
+    conn.phase = Phase::closing;
+    conn.ending = ending;
+    conn.outcome = why;
+    conn.deadline = Clock::now() + std::chrono::seconds(server.args.timeout_s); // the drain is bounded too
+    if (rdma_disconnect(conn.id.get()) != 0) // (a connection not up yet has nothing to disconnect)
+        conn.cm_done = true;
+    rdma_samples::qp_to_error(conn.qp.get()); // every receive and send still posted completes as flushed
 }
 
-/** Free @p c's entry once nothing of it is left: no work posted, no CM event to come (or -t passed). */
-inline void release_if_done(Server &s, Connection &c)
+/** Free @p conn's entry once nothing of it is left: no work posted, no CM event to come (or -t passed). */
+inline void release_if_done(Server &server, Connection &conn)
 {
-    const bool drained = c.recvs_posted == 0 && c.sends_busy == 0;
-    if (c.phase != Phase::closing || c.id == nullptr || !((drained && c.cm_done) || Clock::now() >= c.deadline))
+    const bool drained = conn.recvs_posted == 0 && conn.sends_busy == 0;
+    if (conn.phase != Phase::closing || conn.id == nullptr ||
+        !((drained && conn.cm_done) || Clock::now() >= conn.deadline))
         return;
-    const bool finished = c.ending == Ending::finished;
-    rdma_samples::result("connection %d closed: %d message(s) echoed; %s", c.number, c.echoed, c.outcome.c_str());
-    ++s.served;
-    s.dropped += finished ? 0 : 1;
-    --s.open;
-    c.qp.reset(); // ibv_destroy_qp(): its completions are all taken (or, past -t, stale: ignored)
-    c.id.reset(); // rdma_destroy_id(): every event of it was acknowledged already
-    c.waiting.clear();
+    const bool finished = conn.ending == Ending::finished;
+    rdma_samples::result("connection %d closed: %d message(s) echoed; %s", conn.number, conn.echoed,
+                         conn.outcome.c_str());
+    ++server.served;
+    server.dropped += finished ? 0 : 1;
+    --server.open;
+    conn.qp.reset(); // ibv_destroy_qp(): its completions are all taken (or, past -t, stale: ignored)
+    conn.id.reset(); // rdma_destroy_id(): every event of it was acknowledged already
+    conn.waiting.clear();
 }
 
 /** echo(), but a post that fails closes this connection only, not the server. */
-inline void echo_or_close(Server &s, std::size_t entry, int recv_slot, std::uint32_t len)
+inline void echo_or_close(Server &server, std::size_t entry, int recv_slot, std::uint32_t len)
 {
     try {
-        echo(s, entry, recv_slot, len);
+        echo(server, entry, recv_slot, len);
     } catch (const rdma_samples::Error &e) {
-        begin_close(s, s.table[entry], Ending::dropped, std::string("dropped: ") + e.what());
+        begin_close(server, server.table[entry], Ending::dropped, std::string("dropped: ") + e.what());
     }
 }
 
 /** One completion from the shared CQ: find its connection by wr_id, then echo, count or close. */
-inline void on_completion(Server &s, const ibv_wc &wc)
+inline void on_completion(Server &server, const ibv_wc &wc)
 {
     const std::size_t entry = (wc.wr_id >> 8) & 0xffffff;
     const int slot = static_cast<int>(wc.wr_id & 0xff);
-    if (entry >= s.table.size() || s.table[entry].generation != (wc.wr_id >> 32) || !s.table[entry].id)
+    if (entry >= server.table.size() || server.table[entry].generation != (wc.wr_id >> 32) || !server.table[entry].id)
         return; // a completion of an earlier client of this entry, released after -t: ignore it
-    Connection &c = s.table[entry];
-    const bool receive = slot < s.opt.credits;
+    Connection &conn = server.table[entry];
+    const bool receive = slot < server.opt.credits;
     if (receive)
-        --c.recvs_posted;
+        --conn.recvs_posted;
     else
-        c.sends_busy &= ~(1U << (slot - s.opt.credits));
+        conn.sends_busy &= ~(1U << (slot - server.opt.credits));
     if (wc.status != IBV_WC_SUCCESS) { // (flushes are expected while closing)
-        begin_close(s, c, Ending::dropped,
+        begin_close(server, conn, Ending::dropped,
                     std::string("dropped: its ") + (receive ? "receive" : "echo") + " completed with " +
                         rdma_samples::wc_status_name(wc.status) + " (" + ibv_wc_status_str(wc.status) + ")");
-    } else if (receive && c.phase != Phase::closing) {
-        c.phase = Phase::open;
-        c.deadline = Clock::now() + std::chrono::seconds(s.args.timeout_s); // it is alive: -t again
-        echo_or_close(s, entry, slot, wc.byte_len); // byte_len <= message_size: a longer SEND fails instead
+    } else if (receive && conn.phase != Phase::closing) {
+        conn.phase = Phase::open;
+        conn.deadline = Clock::now() + std::chrono::seconds(server.args.timeout_s); // it is alive: -t again
+        echo_or_close(server, entry, slot, wc.byte_len); // byte_len <= message_size: a longer SEND fails instead
     } else if (!receive) {
-        ++c.echoed;
-        ++s.echoed;
-        if (!c.waiting.empty() && c.phase != Phase::closing) {
-            const auto [next, len] = c.waiting.front();
-            c.waiting.pop_front();
-            echo_or_close(s, entry, next, len);
+        ++conn.echoed;
+        ++server.echoed;
+        if (!conn.waiting.empty() && conn.phase != Phase::closing) {
+            const auto [next, len] = conn.waiting.front();
+            conn.waiting.pop_front();
+            echo_or_close(server, entry, next, len);
         }
     }
-    if (c.peer_left && c.sends_busy == 0 && c.waiting.empty())
-        begin_close(s, c, Ending::finished, "the client disconnected"); // its last echo is through: answer its DREQ
-    release_if_done(s, c);
+    if (conn.peer_left && conn.sends_busy == 0 && conn.waiting.empty())
+        begin_close(server, conn, Ending::finished,
+                    "the client disconnected"); // its last echo is through: answer its DREQ
+    release_if_done(server, conn);
 }
 
 } // namespace event_loop

@@ -19,14 +19,15 @@ namespace event_loop {
 using namespace rdma_samples;
 
 /** A client's CONNECT_REQUEST: a free entry, a QP with its receives posted, then rdma_accept(). */
-inline void accept_client(Server &s, const Device &dev, rdma_cm_id *id, bool stopping)
+inline void accept_client(Server &server, const Device &dev, rdma_cm_id *id, bool stopping)
 {
     const std::string from = addr_to_string(rdma_get_peer_addr(id));
-    const auto free_entry = std::find_if(s.table.begin(), s.table.end(), [](const Connection &c) { return !c.id; });
+    const auto free_entry =
+        std::find_if(server.table.begin(), server.table.end(), [](const Connection &conn) { return !conn.id; });
     std::string refusal = stopping ? "the server is shutting down" : "";
-    if (refusal.empty() && free_entry == s.table.end())
-        refusal = "server full: " + std::to_string(s.open) + " client(s) connected (--max-clients " +
-                  std::to_string(s.opt.max_clients) + ")";
+    if (refusal.empty() && free_entry == server.table.end())
+        refusal = "server full: " + std::to_string(server.open) + " client(s) connected (--max-clients " +
+                  std::to_string(server.opt.max_clients) + ")";
     //! [reject]
     if (!refusal.empty()) { // the reason travels in the REJ's private data; the client prints it
         info("refused a client from %s: %s", from.c_str(), refusal.c_str());
@@ -35,46 +36,46 @@ inline void accept_client(Server &s, const Device &dev, rdma_cm_id *id, bool sto
         return;
     }
     //! [reject]
-    Connection &c = *free_entry;
-    c = Connection{};
-    c.id.reset(id);
-    c.generation = ++s.generations; // its completions are told from an earlier client's of this entry
-    c.number = s.arrived++;
-    c.addr = from;
-    c.deadline = Clock::now() + std::chrono::seconds(s.args.timeout_s);
-    ++s.open;
-    s.most_open = std::max(s.most_open, s.open);
-    const std::size_t entry = static_cast<std::size_t>(free_entry - s.table.begin());
+    Connection &conn = *free_entry;
+    conn = Connection{};
+    conn.id.reset(id);
+    conn.generation = ++server.generations; // its completions are told from an earlier client's of this entry
+    conn.number = server.arrived++;
+    conn.addr = from;
+    conn.deadline = Clock::now() + std::chrono::seconds(server.args.timeout_s);
+    ++server.open;
+    server.most_open = std::max(server.most_open, server.open);
+    const std::size_t entry = static_cast<std::size_t>(free_entry - server.table.begin());
     try {
         check_cm_device(id, dev);
-        const std::uint32_t depth = static_cast<std::uint32_t>(s.opt.credits);
-        c.qp = create_rc_qp(s.pd, s.cq, {.max_send_wr = depth, .max_recv_wr = depth});
-        qp_to_init(c.qp.get(), dev, 0); // SEND/RECEIVE only: nothing remote granted
-        for (int slot = 0; slot < s.opt.credits; ++slot)
-            post_receive(s, entry, slot); // its credits: posted before it can send
-        cm_ready_qp(id, c.qp.get());
+        const std::uint32_t depth = static_cast<std::uint32_t>(server.opt.credits);
+        conn.qp = create_rc_qp(server.pd, server.cq, {.max_send_wr = depth, .max_recv_wr = depth});
+        qp_to_init(conn.qp.get(), dev, 0); // SEND/RECEIVE only: nothing remote granted
+        for (int slot = 0; slot < server.opt.credits; ++slot)
+            post_receive(server, entry, slot); // its credits: posted before it can send
+        cm_ready_qp(id, conn.qp.get());
         //! [accept]
         Welcome welcome;
-        welcome.credits = static_cast<std::uint8_t>(s.opt.credits);
-        rdma_conn_param param = cm_conn_param(c.qp.get());
+        welcome.credits = static_cast<std::uint8_t>(server.opt.credits);
+        rdma_conn_param param = cm_conn_param(conn.qp.get());
         param.private_data = &welcome; // in our REP: how many messages it may have outstanding
         param.private_data_len = sizeof welcome;
         check_rc(rdma_accept(id, &param), "rdma_accept");
         //! [accept]
     } catch (const Error &e) { // this client's failure, not the server's
-        c.phase = Phase::closing;
-        c.cm_done = true;
-        c.ending = Ending::dropped;
-        c.outcome = std::string("dropped while being accepted: ") + e.what();
-        if (c.qp)
-            qp_to_error(c.qp.get());
+        conn.phase = Phase::closing;
+        conn.cm_done = true;
+        conn.ending = Ending::dropped;
+        conn.outcome = std::string("dropped while being accepted: ") + e.what();
+        if (conn.qp)
+            qp_to_error(conn.qp.get());
         else
-            c.deadline = Clock::now();
+            conn.deadline = Clock::now();
     }
 }
 
 /** Take every CM event queued (the channel is non-blocking) and act on it. */
-inline void on_cm_events(Server &s, const Device &dev, rdma_event_channel *channel, bool stopping)
+inline void on_cm_events(Server &server, const Device &dev, rdma_event_channel *channel, bool stopping)
 {
     rdma_cm_event *raw = nullptr;
     while (rdma_get_cm_event(channel, &raw) == 0) {
@@ -82,45 +83,45 @@ inline void on_cm_events(Server &s, const Device &dev, rdma_event_channel *chann
         const rdma_cm_event_type type = raw->event;
         rdma_cm_id *id = raw->id;
         rdma_ack_cm_event(raw); // at once: rdma_destroy_id() waits until its events are acknowledged
-        auto *c = static_cast<Connection *>(nullptr);
-        for (Connection &each : s.table)
+        auto *conn = static_cast<Connection *>(nullptr);
+        for (Connection &each : server.table)
             if (each.id.get() == id && id != nullptr)
-                c = &each;
+                conn = &each;
         if (type == RDMA_CM_EVENT_CONNECT_REQUEST) {
-            accept_client(s, dev, id, stopping);
-        } else if (c == nullptr) {
+            accept_client(server, dev, id, stopping);
+        } else if (conn == nullptr) {
             continue; // an event of a client already released, or of the listener
         } else if (type == RDMA_CM_EVENT_ESTABLISHED) {
-            if (c->phase == Phase::accepted)
-                c->phase = Phase::open;
-            result("connection %d established from %s", c->number, c->addr.c_str());
+            if (conn->phase == Phase::accepted)
+                conn->phase = Phase::open;
+            result("connection %d established from %s", conn->number, conn->addr.c_str());
         } else if (type == RDMA_CM_EVENT_DISCONNECTED) { // its DREQ, or the answer to ours
-            c->cm_done = c->peer_left = true;
-            if (c->sends_busy == 0 && c->waiting.empty()) // else: the last echo completes first
-                begin_close(s, *c, Ending::finished, "the client disconnected");
+            conn->cm_done = conn->peer_left = true;
+            if (conn->sends_busy == 0 && conn->waiting.empty()) // else: the last echo completes first
+                begin_close(server, *conn, Ending::finished, "the client disconnected");
         } else if (type != RDMA_CM_EVENT_TIMEWAIT_EXIT) { // REJECTED, CONNECT_ERROR, UNREACHABLE...
-            c->cm_done = true;
-            begin_close(s, *c, Ending::dropped, "dropped: " + cm_event_name(type));
+            conn->cm_done = true;
+            begin_close(server, *conn, Ending::dropped, "dropped: " + cm_event_name(type));
         }
         //! [cm_event]
-        if (c != nullptr)
-            release_if_done(s, *c);
+        if (conn != nullptr)
+            release_if_done(server, *conn);
     }
     if (errno != EAGAIN)
         fail_errno("rdma_get_cm_event", errno);
 }
 
 /** Poll the CQ until it is empty, handing each completion to its connection. */
-inline void poll_until_empty(Server &s)
+inline void poll_until_empty(Server &server)
 {
     ibv_wc wc[16];
-    for (int n; (n = check_poll(ibv_poll_cq(s.cq, 16, wc))) > 0;)
+    for (int n; (n = check_poll(ibv_poll_cq(server.cq, 16, wc))) > 0;)
         for (int i = 0; i < n; ++i)
-            on_completion(s, wc[i]);
+            on_completion(server, wc[i]);
 }
 
 /** The completion channel woke epoll: take its events, acknowledge them, poll, re-arm, poll again. */
-inline void on_cq_events(Server &s, ibv_comp_channel *channel)
+inline void on_cq_events(Server &server, ibv_comp_channel *channel)
 {
     //! [cq_event]
     // The channel's fd is non-blocking: ibv_get_cq_event() returns -1 (EAGAIN) once it has none left,
@@ -132,17 +133,17 @@ inline void on_cq_events(Server &s, ibv_comp_channel *channel)
         ++events;
     if (events > 0)
         ibv_ack_cq_events(ev_cq, events); // one call for all: it takes a lock; destroy waits for them
-    poll_until_empty(s);
+    poll_until_empty(server);
     // Re-arm: the NEXT completion raises an event. One that landed between the last poll and the arm
     // raises none, so poll again after arming; what that finds is handled now, and epoll sleeps only
     // when the CQ was empty while armed.
-    check_rc(ibv_req_notify_cq(s.cq, 0), "ibv_req_notify_cq");
-    poll_until_empty(s);
+    check_rc(ibv_req_notify_cq(server.cq, 0), "ibv_req_notify_cq");
+    poll_until_empty(server);
     //! [cq_event]
 }
 
 /** The device's async fd: a QP that broke (its connection closes), or worse (the server stops). */
-inline void on_async_events(Server &s, ibv_context *ctx)
+inline void on_async_events(Server &server, ibv_context *ctx)
 {
     ibv_async_event ev{};
     while (ibv_get_async_event(ctx, &ev) == 0) { // non-blocking: -1 (EAGAIN) when none is left
@@ -152,9 +153,9 @@ inline void on_async_events(Server &s, ibv_context *ctx)
                          : nullptr;
         ibv_ack_async_event(&ev);
         info("async event %s", ibv_event_type_str(type));
-        for (Connection &c : s.table)
-            if (qp != nullptr && c.qp.get() == qp)
-                begin_close(s, c, Ending::dropped,
+        for (Connection &conn : server.table)
+            if (qp != nullptr && conn.qp.get() == qp)
+                begin_close(server, conn, Ending::dropped,
                             std::string("dropped: its QP broke (") + ibv_event_type_str(type) + ")");
         if (type == IBV_EVENT_CQ_ERR || type == IBV_EVENT_DEVICE_FATAL)
             throw Error(std::string("the device reported ") + ibv_event_type_str(type),
@@ -163,17 +164,17 @@ inline void on_async_events(Server &s, ibv_context *ctx)
 }
 
 /** The timerfd fired: close every connection past its deadline; release every drain past its own. */
-inline void on_deadlines(Server &s)
+inline void on_deadlines(Server &server)
 {
     const Clock::time_point now = Clock::now();
-    for (Connection &c : s.table) {
-        if (!c.id || now < c.deadline)
+    for (Connection &conn : server.table) {
+        if (!conn.id || now < conn.deadline)
             continue;
-        if (c.phase != Phase::closing)
-            begin_close(s, c, Ending::dropped,
-                        "dropped: no message for " + std::to_string(s.args.timeout_s) + " s (-t)");
+        if (conn.phase != Phase::closing)
+            begin_close(server, conn, Ending::dropped,
+                        "dropped: no message for " + std::to_string(server.args.timeout_s) + " s (-t)");
         else
-            release_if_done(s, c); // its flushes or its CM answer never came within -t
+            release_if_done(server, conn); // its flushes or its CM answer never came within -t
     }
 }
 

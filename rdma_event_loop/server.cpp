@@ -29,13 +29,13 @@ namespace {
 
 /** The nearest deadline: a connection's (idle, or its drain), or, with --clients and nobody
  *  connected, the end of the wait for the next client. */
-Clock::time_point nearest_deadline(const Server &s, Clock::time_point quiet_until, bool &any)
+Clock::time_point nearest_deadline(const Server &server, Clock::time_point quiet_until, bool &any)
 {
     Clock::time_point when = Clock::time_point::max();
-    for (const Connection &c : s.table)
-        if (c.id)
-            when = std::min(when, c.deadline);
-    if (s.open == 0 && s.opt.clients > 0)
+    for (const Connection &conn : server.table)
+        if (conn.id)
+            when = std::min(when, conn.deadline);
+    if (server.open == 0 && server.opt.clients > 0)
         when = std::min(when, quiet_until);
     any = when != Clock::time_point::max();
     return when;
@@ -83,13 +83,19 @@ void run(const Args &args, const ServerOptions &opt)
          opt.max_clients, opt.credits, opt.message_size);
 
     step(5, "serve: sleep in epoll_wait() until a client, a completion, a deadline or a signal comes");
-    Server s{args, opt, pd.get(), cq.get(), buf, mr.get(), std::vector<Connection>(opt.max_clients)};
+    Server server{.args = args,
+                  .opt = opt,
+                  .pd = pd.get(),
+                  .cq = cq.get(),
+                  .buf = buf,
+                  .mr = mr.get(),
+                  .table = std::vector<Connection>(opt.max_clients)};
     bool stopping = false;
     Clock::time_point quiet_until = Clock::now() + std::chrono::seconds(args.timeout_s);
     //! [loop]
-    while (!stopping || s.open > 0) {
+    while (!stopping || server.open > 0) {
         bool armed = false;
-        const Clock::time_point when = nearest_deadline(s, quiet_until, armed);
+        const Clock::time_point when = nearest_deadline(server, quiet_until, armed);
         arm_timer(timer, when, armed); // one timer for all deadlines: the nearest one
         epoll_event ready[8];
         const int n = epoll_wait(ep.get(), ready, 8, -1); // sleeps: no timeout, the timerfd is the clock
@@ -99,33 +105,34 @@ void run(const Args &args, const ServerOptions &opt)
             const int fd = ready[i].data.fd;
             char drained[128];
             if (fd == cm_fd) {
-                on_cm_events(s, dev, listener.channel.get(), stopping);
+                on_cm_events(server, dev, listener.channel.get(), stopping);
                 quiet_until = Clock::now() + std::chrono::seconds(args.timeout_s);
             } else if (fd == channel->fd) {
-                on_cq_events(s, channel.get());
+                on_cq_events(server, channel.get());
             } else if (fd == dev.ctx->async_fd) {
-                on_async_events(s, dev.ctx.get());
+                on_async_events(server, dev.ctx.get());
             } else if (fd == timer.get() && drain_fd(fd, drained, sizeof drained) > 0) {
-                on_deadlines(s);
+                on_deadlines(server);
             } else if (fd == signals.get() && drain_fd(fd, drained, sizeof drained) > 0 && !stopping) {
-                info("SIGINT or SIGTERM: refusing new clients, closing the %d connected", s.open);
+                info("SIGINT or SIGTERM: refusing new clients, closing the %d connected", server.open);
                 stopping = true;
             }
         }
-        if (opt.clients > 0 && s.served >= opt.clients)
+        if (opt.clients > 0 && server.served >= opt.clients)
             stopping = true; // served what was asked (--clients): close whoever came beyond it
-        for (Connection &c : s.table)
-            if (stopping && c.id)
-                begin_close(s, c, Ending::dropped, "dropped: the server is shutting down");
-        if (!stopping && s.open == 0 && opt.clients > 0 && Clock::now() >= quiet_until)
+        for (Connection &conn : server.table)
+            if (stopping && conn.id)
+                begin_close(server, conn, Ending::dropped, "dropped: the server is shutting down");
+        if (!stopping && server.open == 0 && opt.clients > 0 && Clock::now() >= quiet_until)
             throw timeout_error(
-                args.timeout_s, "a client: served " + std::to_string(s.served) + " of " + std::to_string(opt.clients),
+                args.timeout_s,
+                "a client: served " + std::to_string(server.served) + " of " + std::to_string(opt.clients),
                 "start the missing clients (rdma_event_loop_client -sa ADDR) within -t, or lower --clients");
     }
     //! [loop]
     step(6, "all connections closed: every QP drained and destroyed, every cm_id destroyed");
     result("Served %d client(s): %d finished, %d dropped; %lld message(s) echoed; at most %d connected at once",
-           s.served, s.served - s.dropped, s.dropped, s.echoed, s.most_open);
+           server.served, server.served - server.dropped, server.dropped, server.echoed, server.most_open);
 } // the table's QPs are gone already; cq, channel, mr, pd, the listener and the device close here
 
 } // namespace
