@@ -8,6 +8,7 @@
 #include "connections.hpp"
 #include "fds.hpp"
 
+#include <rdma_samples/cm_server.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/wait.hpp>
 
@@ -31,8 +32,7 @@ inline void accept_client(Server &server, const Device &dev, rdma_cm_id *id, boo
     //! [reject]
     if (!refusal.empty()) { // the reason travels in the REJ's private data; the client prints it
         info("refused a client from %s: %s", from.c_str(), refusal.c_str());
-        rdma_reject(id, refusal.c_str(), static_cast<std::uint8_t>(std::min(refusal.size() + 1, max_reject_reason)));
-        rdma_destroy_id(id); // (its event is acknowledged already)
+        refuse_request(id, refusal); // rdma_reject(), then rdma_destroy_id(): its event is acknowledged already
         return;
     }
     //! [reject]

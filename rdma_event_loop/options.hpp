@@ -40,9 +40,6 @@ struct Welcome {
 };
 static_assert(sizeof(Welcome) == 8);
 
-/** @brief The longest reason a server puts into rdma_reject()'s private data (an IB REJ has 148 bytes). */
-inline constexpr std::size_t max_reject_reason = 100;
-
 /** @brief The most credits a server grants, and so receives a client posts. */
 inline constexpr int max_credits = 16;
 

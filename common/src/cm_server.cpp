@@ -6,14 +6,25 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/rc_qp.hpp>
 
+#include <algorithm>
+
 namespace rdma_samples {
 
-void refuse_request(CmEventPtr &ev)
+//! [refuse_request]
+void refuse_request(rdma_cm_id *id, const std::string &reason)
+{
+    CmIdPtr request(id); // a request's cm_id is ours to destroy, whatever rdma_reject() says
+    const auto len = static_cast<std::uint8_t>(reason.empty() ? 0 : std::min(reason.size() + 1, max_reject_reason));
+    const std::string data = reason.substr(0, len == 0 ? 0 : len - 1u);
+    check_rc(rdma_reject(id, len == 0 ? nullptr : data.c_str(), len), "rdma_reject");
+}
+//! [refuse_request]
+
+void refuse_request(CmEventPtr &ev, const std::string &reason)
 {
     rdma_cm_id *id = ev->id;
-    check_rc(rdma_reject(id, nullptr, 0), "rdma_reject");
     ev.reset(); // acknowledged before its id is destroyed
-    rdma_destroy_id(id);
+    refuse_request(id, reason);
 }
 
 CmClients::CmClients(const std::vector<QpPtr> &qps) : clients_(qps.size())

@@ -13,6 +13,7 @@
 #include <rdma_samples/cm.hpp>
 #include <rdma_samples/verbs.hpp>
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -31,12 +32,25 @@ struct CmClient {
     std::string lost;          ///< why it failed, or empty
 };
 
+/** @brief The longest reason refuse_request() sends, its NUL included: an IB REJ has 148 bytes of
+ *  private data, an iWARP MPA reject 512; the client reads it up to its first NUL (cm_connect()). */
+inline constexpr std::size_t max_reject_reason = 100;
+
 /**
- * @brief Refuse the CONNECT_REQUEST in @p ev (the client sees RDMA_CM_EVENT_REJECTED): rdma_reject(),
- * then acknowledge the event before destroying the new cm_id it came with.
- * @param ev the request; empty afterwards
+ * @brief Refuse a client's CONNECT_REQUEST (the client sees RDMA_CM_EVENT_REJECTED, with @p reason in
+ * the REJ's private data, cut to max_reject_reason bytes with its NUL), then destroy the request's new
+ * cm_id. Its event must be acknowledged already (rdma_destroy_id() waits until it is): the event loop
+ * acknowledges every event at once; the form below takes the event and does it.
+ * @param id     the cm_id the CONNECT_REQUEST came with; destroyed afterwards
+ * @param reason why, for the client to print; empty: no private data
  */
-void refuse_request(CmEventPtr &ev);
+void refuse_request(rdma_cm_id *id, const std::string &reason = {});
+
+/**
+ * @brief As above, for a request whose event @p ev is still held: acknowledged, then refused.
+ * @param ev the request; empty afterwards @param reason why, or empty
+ */
+void refuse_request(CmEventPtr &ev, const std::string &reason = {});
 
 /** @brief The clients of one listening server: client i gets QP i. */
 class CmClients {
