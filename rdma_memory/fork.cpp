@@ -17,11 +17,13 @@
  * fork-safe: a child that needs RDMA opens the device itself, or exec()s.
  */
 #include "support/mapping.hpp"
+#include "support/options.hpp"
 #include "support/proc.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/fd.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/text.hpp>
@@ -36,8 +38,8 @@
 #include <cstring>
 
 using namespace rdma_samples;
-using namespace rdma_memory; // Mapping, the /proc readers, wait_child (support/)
 
+namespace rdma_memory { // Mapping, the /proc readers, wait_child, ForkOptions (support/)
 namespace {
 
 constexpr const char parent_text[] = "Hi RDMA! (the parent's bytes)";
@@ -75,9 +77,9 @@ const char *fork_status_text(ibv_fork_status status)
     _exit(n == static_cast<ssize_t>(seen.size()) ? 0 : 3);
 }
 
-void run(const Args &args, bool fork_init)
+void run(const Args &args, const ForkOptions &opt)
 {
-    if (fork_init) {
+    if (opt.fork_init) {
         step(1, "call ibv_fork_init() before any other verbs call");
         // After the first registration it is too late (EINVAL): pages registered earlier were not marked.
         check_rc(ibv_fork_init(), "ibv_fork_init");
@@ -109,31 +111,22 @@ void run(const Args &args, bool fork_init)
     //! [fork]
     int fds[2];
     check_rc(pipe2(fds, O_CLOEXEC), "pipe2");
+    Fd report_read(fds[0]);  // the parent's end: what the child saw
+    Fd report_write(fds[1]); // the child's end
     const pid_t pid = fork();
-    if (pid < 0) {
-        const int err = errno;
-        close(fds[0]);
-        close(fds[1]);
-        fail_errno("fork", err);
-    }
+    if (pid < 0)
+        fail_errno("fork", errno); // both ends close as the error leaves run()
     if (pid == 0) {
-        close(fds[0]);
-        child(buf.data(), buf.size(), fds[1]);
+        report_read.reset();
+        child(buf.data(), buf.size(), report_write.get());
     }
-    close(fds[1]);
+    report_write.reset(); // only the child writes: its exit is then the pipe's end of file
     //! [fork]
 
     step(5, "wait for the child (at most %d s) and read what it saw", args.timeout_s);
-    int status = 0;
-    try {
-        status = wait_child(pid, args.timeout_s);
-    } catch (...) {
-        close(fds[0]);
-        throw;
-    }
+    const int status = wait_child(pid, args.timeout_s);
     char report[512] = {};
-    const ssize_t n = read(fds[0], report, sizeof report - 1);
-    close(fds[0]);
+    const ssize_t n = read(report_read.get(), report, sizeof report - 1);
     const std::string said(report, n > 0 ? static_cast<std::size_t>(n) : 0);
     const std::size_t nl = said.find('\n');
     if (said.starts_with("read:") && nl != std::string::npos)
@@ -178,16 +171,16 @@ void run(const Args &args, bool fork_init)
 }
 
 } // namespace
+} // namespace rdma_memory
 
 int main(int argc, char **argv)
 {
-    bool fork_init = false;
+    rdma_memory::ForkOptions opt;
     ProgramSpec spec{.name = "rdma_memory_fork",
                      .role = "fork",
                      .summary = "What fork() does to registered memory: the child's view, the parent's bytes.",
                      .resource_descriptor = false,
                      .descriptor_files = false};
-    spec.extra.push_back({"fork-init", "", "call ibv_fork_init() first (MADV_DONTFORK on every registration)", "off",
-                          [&](const std::string &) { fork_init = true; }});
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, fork_init); });
+    spec.extra = opt.flags();
+    return run_sample(spec, argc, argv, [&](const Args &args) { rdma_memory::run(args, opt); });
 }

@@ -35,8 +35,8 @@
 #include <vector>
 
 using namespace rdma_samples;
-using namespace rdma_memory; // Mapping, Options, the sizes and the table (support/)
 
+namespace rdma_memory { // Mapping, Options, the sizes and the table (support/)
 namespace {
 
 /** Step 3 with --odp: does the device page on demand? Ask it, then try. */
@@ -199,15 +199,16 @@ void run(const Args &args, const Options &opt)
 }
 
 } // namespace
+} // namespace rdma_memory
 
 int main(int argc, char **argv)
 {
-    Options opt;
+    rdma_memory::Options opt;
     ProgramSpec spec{.name = "rdma_memory_register",
                      .role = "register",
                      .summary = "What registering memory costs: ibv_reg_mr and ibv_dereg_mr timed by size.",
                      .resource_descriptor = false,
                      .descriptor_files = false};
     spec.extra = opt.flags();
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+    return run_sample(spec, argc, argv, [&](const Args &args) { rdma_memory::run(args, opt); });
 }

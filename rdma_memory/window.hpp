@@ -1,8 +1,8 @@
 /**
  * @file window.hpp
  * @brief What rdma_memory's window pair shares: the region's shape, the wr_ids of its five messages, the
- * zero-length SEND they are made of (their receives: post_empty_receive(), exchange.hpp), the
- * responder's flags and its look at the region.
+ * zero-length SEND they are made of (their receives: post_empty_receive(), exchange.hpp) and the
+ * responder's look at the region (the flags are in support/options.hpp).
  *
  * The conversation, in order (every message is a zero-length SEND but the descriptor):
  *
@@ -15,6 +15,8 @@
  *     goodbye               ------->     checks its memory again
  */
 #pragma once
+
+#include "support/options.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
@@ -30,14 +32,10 @@
 #include <string>
 #include <vector>
 
-namespace window {
+namespace rdma_memory::window {
 
 /** @brief Bytes the responder registers: one page. The window is a part of it. */
 inline constexpr std::size_t region_size = 4096;
-/** @brief Where the window starts in the region, unless --offset says otherwise. */
-inline constexpr std::uint32_t default_offset = 1024;
-/** @brief How long the window is, unless --length says otherwise. */
-inline constexpr std::uint32_t default_length = 256;
 
 inline constexpr std::uint64_t request_wr_id = 0x61;    ///< the requester's "grant me a window"
 inline constexpr std::uint64_t done_wr_id = 0x62;       ///< its "done with the window"
@@ -79,34 +77,6 @@ inline void require_windows(const rdma_samples::Device &dev)
                                   "Soft-iWARP has none");
 }
 
-/** @brief The responder's own flags: the window's type and the part of the region it covers. */
-struct ResponderOptions {
-    int type = 2;                          ///< --type: 1 or 2
-    std::uint32_t offset = default_offset; ///< --offset: where the window starts in the region
-    std::uint32_t length = default_length; ///< --length: how many bytes it covers
-
-    /** @brief The flags that fill these fields, for ProgramSpec::extra. @return them */
-    std::vector<rdma_samples::ExtraFlag> flags()
-    {
-        using rdma_samples::parse_number;
-        return {
-            rdma_samples::int_flag("type", "1|2", "the window's type: 1 (ibv_bind_mw) or 2 (a bind work request)", "2",
-                                   type, 1, 2),
-            {"offset", "BYTES",
-             "where the window starts in the 4096-byte region; past the region is refused by the device "
-             "(IBV_WC_MW_BIND_ERR)",
-             std::to_string(default_offset),
-             [this](const std::string &v) {
-                 offset = static_cast<std::uint32_t>(parse_number("--offset", v, 0, 1u << 20));
-             }},
-            {"length", "BYTES", "how many bytes the window covers", std::to_string(default_length),
-             [this](const std::string &v) {
-                 length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 20));
-             }},
-        };
-    }
-};
-
 /**
  * @brief The responder's look at its zero-filled region after the requester's WRITE: print what the
  * window holds, and refuse any changed byte outside it.
@@ -114,7 +84,7 @@ struct ResponderOptions {
  * @param opt    where the window is
  * @throws rdma_samples::Error naming how many bytes outside the window changed
  */
-inline void check_window(const rdma_samples::Buffer &region, const ResponderOptions &opt)
+inline void check_window(const rdma_samples::Buffer &region, const WindowResponderOptions &opt)
 {
     const char *window_bytes = region.data() + opt.offset;
     std::size_t first = 0; // the first byte written (a WRITE may start anywhere in the window)
@@ -134,4 +104,4 @@ inline void check_window(const rdma_samples::Buffer &region, const ResponderOpti
     rdma_samples::result("Outside the window: all %zu bytes unchanged", region.size() - opt.length);
 }
 
-} // namespace window
+} // namespace rdma_memory::window

@@ -30,17 +30,13 @@
 
 using namespace rdma_samples;
 
-/** This program's own flags; the common ones are in Args. */
-struct Options {
-    bool past_window = false;  ///< --past-window: the WRITE ends one byte past the window
-    bool after_revoke = false; ///< --after-revoke: WRITE again once the window is revoked
-    bool invalidate = false;   ///< --invalidate: "done" is a SEND with invalidate of the window's rkey
-};
+namespace rdma_memory {
+namespace {
 
 /** @brief Post an RDMA WRITE of @p len bytes of @p mr's buffer to @p remote_addr through @p rkey, and
  *  wait for its completion. */
-static void write_through(ibv_qp *qp, Completions &completions, const ibv_mr *mr, std::uint32_t len,
-                          std::uint64_t remote_addr, std::uint32_t rkey, int timeout_s, const std::string &what)
+void write_through(ibv_qp *qp, Completions &completions, const ibv_mr *mr, std::uint32_t len, std::uint64_t remote_addr,
+                   std::uint32_t rkey, int timeout_s, const std::string &what)
 {
     ibv_sge sge{};
     sge.addr = reinterpret_cast<std::uintptr_t>(mr->addr);
@@ -59,7 +55,7 @@ static void write_through(ibv_qp *qp, Completions &completions, const ibv_mr *mr
     completions.wait(1, IBV_WC_RDMA_WRITE, timeout_s, what);
 }
 
-static void run(const Args &args, const Options &opt)
+void run(const Args &args, const WindowRequesterOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -168,9 +164,12 @@ static void run(const Args &args, const Options &opt)
     }
 }
 
+} // namespace
+} // namespace rdma_memory
+
 int main(int argc, char **argv)
 {
-    Options opt;
+    rdma_memory::WindowRequesterOptions opt;
     ProgramSpec spec{.name = "rdma_memory_window_requester",
                      .role = "requester",
                      .summary = "Memory windows, requester side: write through the window the responder grants.",
@@ -178,11 +177,6 @@ int main(int argc, char **argv)
                      .message_help = "string to write into the window",
                      .resource_descriptor = false,
                      .rdma_cm = true};
-    spec.extra.push_back({"past-window", "", "demonstration: the WRITE ends one byte past the window; refused", "",
-                          [&](const std::string &) { opt.past_window = true; }});
-    spec.extra.push_back({"after-revoke", "", "demonstration: WRITE again after the revocation; refused", "",
-                          [&](const std::string &) { opt.after_revoke = true; }});
-    spec.extra.push_back({"invalidate", "", "revoke the window ourselves: \"done\" is a SEND with invalidate", "",
-                          [&](const std::string &) { opt.invalidate = true; }});
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+    spec.extra = opt.flags();
+    return run_sample(spec, argc, argv, [&](const Args &args) { rdma_memory::run(args, opt); });
 }

@@ -33,9 +33,10 @@
 
 using namespace rdma_samples;
 
-using window::ResponderOptions;
+namespace rdma_memory {
+namespace {
 
-static void run(const Args &args, const ResponderOptions &opt)
+void run(const Args &args, const WindowResponderOptions &opt)
 {
     step(1, "open an RDMA device, check that it has type %d memory windows, allocate a protection domain", opt.type);
     Device dev = open_device(args.device, args.gid_index);
@@ -191,14 +192,17 @@ static void run(const Args &args, const ResponderOptions &opt)
     close_as_responder(exchange, args.timeout_s);
 }
 
+} // namespace
+} // namespace rdma_memory
+
 int main(int argc, char **argv)
 {
-    ResponderOptions opt;
+    rdma_memory::WindowResponderOptions opt;
     ProgramSpec spec{.name = "rdma_memory_window_responder",
                      .role = "responder",
                      .summary = "Memory windows, responder side: grant part of a region, then revoke the grant.",
                      .resource_descriptor = false,
                      .rdma_cm = true};
     spec.extra = opt.flags();
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+    return run_sample(spec, argc, argv, [&](const Args &args) { rdma_memory::run(args, opt); });
 }

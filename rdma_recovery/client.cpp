@@ -25,14 +25,28 @@
 
 #include <arpa/inet.h>
 
-#include <chrono>
 #include <cstring>
-#include <thread>
+#include <optional>
+#include <string>
 
 using namespace rdma_samples;
-using namespace recovery;
 
-static void run(const Args &args, const ClientOptions &opt)
+namespace rdma_recovery {
+namespace {
+
+/** How a connection of the session ended before the last message was acknowledged. */
+enum class Ending {
+    server_event, ///< the CM channel spoke while we paused: the server's DREQ (DISCONNECTED), or its kernel's
+    write_failed, ///< a WRITE's completion was no success (RETRY_EXC_ERR: nobody answers for the server's QP)
+};
+
+/** A connection's end: how, and the name of the event or status that says so. */
+struct Ended {
+    Ending how;
+    std::string name;
+};
+
+void run(const Args &args, const ClientOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -55,23 +69,22 @@ static void run(const Args &args, const ClientOptions &opt)
         qp_to_init(qp.get(), dev, 0);
         Completions completions(cq.get());
         DescriptorReceive slots(pd.get(), qp.get()); // the server SENDs its slots' descriptor at once
-        int backoff_ms = 100;                        // doubled after each refused try, at most 1.6 s
-        CmConnection cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &t) {
-            rdma_cm_id *id = t.c.id.get();
-            if (t.resolve(dev)) { // address and route (rdma_write's step 4 writes them out)
-                rdma_conn_param param = cm_conn_param(qp.get());
-                check_rc(rdma_connect(id, &param), "rdma_connect");
-                if (t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept")) {
-                    cm_ready_qp(id, qp.get());
-                    check_rc(rdma_establish(id), "rdma_establish");
-                    return true;
-                }
-            }
-            // Nobody there yet: wait a little longer each time (cm_retry() adds 200 ms), never past -t.
-            std::this_thread::sleep_for(std::chrono::milliseconds(std::min(backoff_ms, t.left_ms())));
-            backoff_ms = std::min(2 * backoff_ms, 1600);
-            return false;
-        });
+        // Nobody there yet: cm_retry() waits a little longer after each refused try, 100 ms doubled up to
+        // 1.6 s, never past -t, and tries again with a new cm_id.
+        const CmBackoff backoff{.first_ms = 100, .max_ms = 1600};
+        auto attempt = [&](CmTry &this_try) {
+            rdma_cm_id *id = this_try.c.id.get();
+            if (!this_try.resolve(dev)) // address and route (rdma_write's step 4 writes them out)
+                return false;
+            rdma_conn_param param = cm_conn_param(qp.get());
+            check_rc(rdma_connect(id, &param), "rdma_connect");
+            if (!this_try.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"))
+                return false;
+            cm_ready_qp(id, qp.get());
+            check_rc(rdma_establish(id), "rdma_establish");
+            return true;
+        };
+        CmConnection cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), attempt, RDMA_PS_TCP, backoff);
         //! [connect]
         //! [rkey]
         const ResourceDescriptor remote =
@@ -89,19 +102,20 @@ static void run(const Args &args, const ClientOptions &opt)
 
         step(4, "WRITE with immediate, messages #%d to #%d, one at a time: each completion is an acknowledgement", next,
              opt.count);
-        std::string broke; // why the connection ended, or empty
+        std::optional<Ended> ended; // how the connection ended, while messages were left
         //! [session]
-        for (; next <= opt.count && broke.empty(); ++next) {
+        for (; next <= opt.count; ++next) {
             // A pause (a slow client), watching the CM channel: a server that goes away says DISCONNECTED.
             if (cm_event_ready(cm.channel.get(), opt.interval_ms)) {
                 rdma_cm_event *raw = nullptr;
                 check_rc(rdma_get_cm_event(cm.channel.get(), &raw), "rdma_get_cm_event");
                 const CmEventPtr ev(raw);
-                broke = cm_event_name(ev->event);
+                ended = Ended{.how = Ending::server_event, .name = cm_event_name(ev->event)};
                 break;
             }
-            ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data() + (next - 1) * slot_size),
-                        static_cast<std::uint32_t>(slot_text(next).size()), mr->lkey};
+            ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buf.data() + (next - 1) * slot_size),
+                        .length = static_cast<std::uint32_t>(slot_text(next).size()),
+                        .lkey = mr->lkey};
             ibv_send_wr wr{};
             wr.wr_id = static_cast<std::uint64_t>(next);
             wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM; // the bytes into slot #next, and a receive consumed there
@@ -116,20 +130,20 @@ static void run(const Args &args, const ClientOptions &opt)
             const ibv_wc wc =
                 completions.poll_for(wr.wr_id, args.timeout_s, "the completion of message #" + std::to_string(next));
             if (wc.status != IBV_WC_SUCCESS) {
-                broke = wc_status_name(wc.status);
+                ended = Ended{.how = Ending::write_failed, .name = wc_status_name(wc.status)};
                 break; // not acknowledged: the next connection sends it again
             }
             result("message #%d acknowledged", next);
         }
         //! [session]
-        if (broke.empty()) {
+        if (!ended) {
             step(5, "every message acknowledged; disconnect");
             cm_disconnect(cm, args.timeout_s);
             result("All %d message(s) acknowledged, over %d connection(s)", opt.count, connection);
             return;
         }
-        result("connection %d broke at message #%d: %s", connection, next, broke.c_str());
-        if (connection > max_recoveries)
+        result("connection %d broke at message #%d: %s", connection, next, ended->name.c_str());
+        if (connection > max_reconnects)
             throw Error("the connection broke " + std::to_string(connection) + " times",
                         "the server keeps failing: its output says why");
         //! [teardown]
@@ -142,8 +156,12 @@ static void run(const Args &args, const ClientOptions &opt)
     }
 }
 
+} // namespace
+} // namespace rdma_recovery
+
 int main(int argc, char **argv)
 {
-    ClientOptions opt;
-    return run_sample(client_spec(opt), argc, argv, [&](const Args &args) { run(args, opt); });
+    rdma_recovery::ClientOptions opt;
+    return run_sample(rdma_recovery::client_spec(opt), argc, argv,
+                      [&](const Args &args) { rdma_recovery::run(args, opt); });
 }

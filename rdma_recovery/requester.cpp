@@ -21,12 +21,16 @@
 #include <rdma_samples/run_sample.hpp>
 
 #include <cstring>
+#include <numeric>
+#include <optional>
 #include <vector>
 
 using namespace rdma_samples;
-using namespace recovery;
 
-static void run(const Args &args, const Options &opt)
+namespace rdma_recovery {
+namespace {
+
+void run(const Args &args, const RequesterOptions &opt)
 {
     if (opt.fail_at > opt.count)
         throw UsageError("--fail-at " + std::to_string(opt.fail_at) + " is past --count " + std::to_string(opt.count),
@@ -58,18 +62,15 @@ static void run(const Args &args, const Options &opt)
         throw Error("the responder exports " + std::to_string(remote.length) + " bytes, access " +
                         access_to_string(remote.access) + ": not " + std::to_string(opt.count) + " writable slots",
                     "run rdma_recovery_responder on the other side, or a smaller --count");
-    std::uint64_t peer_nonce = remote.nonce; // our next descriptor answers the responder's last one
 
-    std::vector<int> pending; // WRITEs not known to be done: posted again after a recovery
-    for (int i = 1; i <= opt.count; ++i)
-        pending.push_back(i);
-    for (int recoveries = 0;; ++recoveries) {
-        step(5, "post %zu RDMA WRITE(s) at once to 0x%llx, rkey 0x%x", pending.size(),
-             static_cast<unsigned long long>(remote.addr), remote.rkey);
-        //! [post]
-        for (int i : pending) {
-            ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data() + (i - 1) * slot_size),
-                        static_cast<std::uint32_t>(slot_text(i).size()), mr->lkey};
+    //! [post]
+    // Post @p writes at once, each into its own slot, each signaled: every completion says what became of
+    // its WRITE. WRITE #wrong_rkey_at, if any, carries a key the responder never handed out.
+    auto post_writes = [&](const std::vector<int> &writes, std::optional<int> wrong_rkey_at) {
+        for (int i : writes) {
+            ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buf.data() + (i - 1) * slot_size),
+                        .length = static_cast<std::uint32_t>(slot_text(i).size()),
+                        .lkey = mr->lkey};
             ibv_send_wr wr{};
             wr.wr_id = static_cast<std::uint64_t>(i);
             wr.opcode = IBV_WR_RDMA_WRITE;
@@ -78,37 +79,42 @@ static void run(const Args &args, const Options &opt)
             wr.send_flags = IBV_SEND_SIGNALED; // signal every one: each completion says what became of it
             wr.wr.rdma.remote_addr = remote.addr + static_cast<std::uint64_t>(i - 1) * slot_size;
             wr.wr.rdma.rkey = remote.rkey;
-            if (i == opt.fail_at && recoveries == 0) {
+            if (i == wrong_rkey_at) {
                 wr.wr.rdma.rkey = remote.rkey ^ 0xff; // (demonstration) a key the responder never handed out
                 info("WRITE #%d carries the wrong rkey 0x%x", i, wr.wr.rdma.rkey);
             }
             ibv_send_wr *bad_wr = nullptr;
             check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE #" + std::to_string(i) + ")");
         }
-        //! [post]
-
-        step(6, "drain the completion queue: every WRITE completes, done, failed or flushed");
-        //! [drain]
-        // One completion per signaled request, in the order they were posted (one send queue). After
-        // the first failure the QP is in ERR: everything behind it is flushed, never sent. A flushed
-        // WRITE may or may not have reached the peer's memory (IBTA): only a success says it did.
+    };
+    //! [post]
+    //! [drain]
+    // One completion per signaled request, in the order they were posted (one send queue). After the
+    // first failure the QP is in ERR: everything behind it is flushed, never sent. A flushed WRITE may or
+    // may not have reached the peer's memory (IBTA): only a success says it did. What did not complete
+    // successfully is returned, to be posted again.
+    auto drain = [&](const std::vector<int> &writes) {
         std::vector<int> failed;
-        for (int i : pending) {
+        for (int i : writes) {
             const ibv_wc wc = completions.poll_for(static_cast<std::uint64_t>(i), args.timeout_s,
                                                    "the completion of WRITE #" + std::to_string(i));
             result("WRITE #%d: %s (%s)", i, wc_status_name(wc.status), ibv_wc_status_str(wc.status));
             if (wc.status != IBV_WC_SUCCESS)
                 failed.push_back(i);
         }
-        //! [drain]
-        pending = failed;
-        if (pending.empty())
-            break;
-        if (recoveries == max_recoveries)
-            throw Error(std::to_string(pending.size()) + " WRITE(s) still failed after " +
-                            std::to_string(max_recoveries) + " recoveries",
-                        "the statuses above say why; a peer that refuses every try is not coming back");
+        return failed;
+    };
+    //! [drain]
 
+    std::vector<int> writes(static_cast<std::size_t>(opt.count));
+    std::iota(writes.begin(), writes.end(), 1); // WRITE #i into slot i
+    step(5, "post %zu RDMA WRITE(s) at once to 0x%llx, rkey 0x%x", writes.size(),
+         static_cast<unsigned long long>(remote.addr), remote.rkey);
+    post_writes(writes, opt.fail_at != 0 ? std::optional<int>(opt.fail_at) : std::nullopt); // the fault
+
+    step(6, "drain the completion queue: every WRITE completes, done, failed or flushed");
+    const std::vector<int> failed = drain(writes); // the error, and the flushes behind it
+    if (!failed.empty()) {                         // (with --fail-at 0 nothing failed: nothing to recover)
         step(7, "our QP is in the error state: take it ERR -> RESET -> INIT");
         //! [reset]
         ibv_qp_attr attr{};
@@ -137,18 +143,25 @@ static void run(const Args &args, const Options &opt)
         // one. The descriptor answers the responder's last nonce: the responder takes no stale file.
         const std::uint32_t psn = random_psn();
         ConnectionDescriptor local = describe_qp(qp.get(), dev, psn, new_nonce());
-        local.peer_nonce = peer_nonce;
+        local.peer_nonce = remote.nonce;
         write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
         info("wrote %s: QPN 0x%06x, new PSN 0x%06x", args.local_descriptor_path.c_str(), local.qp_num, psn);
         const ConnectionDescriptor answer = wait_with_hint(
-            {args.remote_descriptor_path, peer, args.timeout_s, local.nonce},
+            {.path = args.remote_descriptor_path, .from = peer, .timeout_s = args.timeout_s, .answering = local.nonce},
             "the responder never answered our new descriptor: is it still running? (killed, or its QP did not "
             "fail and it still waits for the goodbye; its output says which)");
         info("peer: QPN 0x%06x, new PSN 0x%06x", answer.qp_num, answer.psn);
-        peer_nonce = answer.nonce;
         qp_to_rtr(qp.get(), dev, answer);
         qp_to_rts(qp.get(), psn);
         //! [reconnect]
+
+        step(5, "post %zu RDMA WRITE(s) at once to 0x%llx, rkey 0x%x", failed.size(),
+             static_cast<unsigned long long>(remote.addr), remote.rkey);
+        post_writes(failed, std::nullopt); // the retry: the fault was once, every key is right now
+        step(6, "drain the completion queue: every WRITE completes, done, failed or flushed");
+        if (const std::vector<int> still = drain(failed); !still.empty())
+            throw Error(std::to_string(still.size()) + " WRITE(s) still failed after the recovery",
+                        "the statuses above say why; a peer that refuses the retry is not coming back");
     }
     result("Requester has written %d WRITE(s), every one completed successfully", opt.count);
 
@@ -156,9 +169,12 @@ static void run(const Args &args, const Options &opt)
     say_goodbye(qp.get(), completions, args.timeout_s);
 }
 
+} // namespace
+} // namespace rdma_recovery
+
 int main(int argc, char **argv)
 {
-    Options opt;
-    const ProgramSpec spec = requester_spec(opt);
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+    rdma_recovery::RequesterOptions opt;
+    const ProgramSpec spec = rdma_recovery::requester_spec(opt);
+    return run_sample(spec, argc, argv, [&](const Args &args) { rdma_recovery::run(args, opt); });
 }

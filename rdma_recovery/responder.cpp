@@ -20,9 +20,11 @@
 #include <rdma_samples/run_sample.hpp>
 
 using namespace rdma_samples;
-using namespace recovery;
 
-static void run(const Args &args)
+namespace rdma_recovery {
+namespace {
+
+void run(const Args &args)
 {
     const std::string peer = "the requester (rdma_recovery_requester)";
 
@@ -51,15 +53,12 @@ static void run(const Args &args)
     step(5, "wait for the requester's descriptor, move the QP to RTR and RTS, export the slots");
     ResourceDescriptor exported = describe_export(mr.get(), access);
     Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, peer, 0, &exported);
-    std::uint64_t peer_nonce = exported.nonce; // the requester's next descriptor must answer this one
 
-    for (int recoveries = 0;; ++recoveries) {
-        step(6, "wait for the goodbye; a flush of its receive instead means our QP failed");
-        //! [flushed]
-        const ibv_wc wc = completions.poll_for(goodbye_wr_id, args.timeout_s, "the requester's goodbye");
-        if (wc.status == IBV_WC_SUCCESS)
-            break;
-        if (wc.status != IBV_WC_WR_FLUSH_ERR || recoveries == max_recoveries)
+    step(6, "wait for the goodbye; a flush of its receive instead means our QP failed");
+    //! [flushed]
+    const ibv_wc wc = completions.poll_for(goodbye_wr_id, args.timeout_s, "the requester's goodbye");
+    if (wc.status != IBV_WC_SUCCESS) { // (with the requester's --fail-at 0 the goodbye comes: nothing failed)
+        if (wc.status != IBV_WC_WR_FLUSH_ERR)
             completions.check(wc, IBV_WC_RECV, "the goodbye's receive"); // throws, with the hint
         ibv_qp_attr attr{};
         ibv_qp_init_attr init_attr{};
@@ -86,7 +85,10 @@ static void run(const Args &args)
         // Only a descriptor that answers our last one will do: the requester's file of the first
         // connection, or of an earlier run, is not taken for the new one.
         const ConnectionDescriptor remote = wait_with_hint(
-            {args.remote_descriptor_path, peer, args.timeout_s, peer_nonce},
+            {.path = args.remote_descriptor_path,
+             .from = peer,
+             .timeout_s = args.timeout_s,
+             .answering = exported.nonce},
             "the requester never sent its new descriptor: is it still running? (killed, or it gave up; its "
             "output says which)");
         info("peer: QPN 0x%06x, new PSN 0x%06x", remote.qp_num, remote.psn);
@@ -98,8 +100,11 @@ static void run(const Args &args)
         local.peer_nonce = remote.nonce;
         write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
         info("wrote %s: QPN 0x%06x, new PSN 0x%06x", args.local_descriptor_path.c_str(), local.qp_num, psn);
-        peer_nonce = local.nonce;
         //! [reconnect]
+
+        step(6, "wait for the goodbye; a flush of its receive instead means our QP failed");
+        // The retry: the requester posts again what failed, then its goodbye; a second failure is final.
+        completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s, "the requester's goodbye");
     }
 
     step(9, "the goodbye arrived: every WRITE before it is in our memory");
@@ -107,7 +112,10 @@ static void run(const Args &args)
     close_as_responder(exchange, args.timeout_s);
 }
 
+} // namespace
+} // namespace rdma_recovery
+
 int main(int argc, char **argv)
 {
-    return run_sample(responder_spec(), argc, argv, run);
+    return run_sample(rdma_recovery::responder_spec(), argc, argv, rdma_recovery::run);
 }

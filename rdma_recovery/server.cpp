@@ -23,11 +23,31 @@
 #include <arpa/inet.h>
 
 #include <cstring>
+#include <optional>
+#include <string>
 
 using namespace rdma_samples;
-using namespace recovery;
 
-static void post_slot_receive(ibv_qp *qp, std::uint64_t wr_id)
+namespace rdma_recovery {
+namespace {
+
+/** How a client's connection ended (rping names its states the same way, in enum test_state). */
+enum class Ending {
+    no_rtu,          ///< accepted, but no RTU came within -t
+    gone_before_rtu, ///< a CM event other than ESTABLISHED came first
+    gone,            ///< the client's DREQ, or its kernel's, while it was served
+    bad_completion,  ///< a receive completed with an error, or was no WRITE with immediate
+    bad_immediate,   ///< an immediate that names no slot
+    silent,          ///< no message within -t
+};
+
+/** A connection's end: how, and the line the server prints for it. */
+struct Ended {
+    Ending how;
+    std::string why;
+};
+
+void post_slot_receive(ibv_qp *qp, std::uint64_t wr_id)
 {
     ibv_recv_wr wr{}; // no scatter/gather list: a WRITE with immediate puts its bytes where its rkey says
     wr.wr_id = wr_id;
@@ -36,7 +56,7 @@ static void post_slot_receive(ibv_qp *qp, std::uint64_t wr_id)
 }
 
 /** Refuse the client of a connection request: rdma_reject(), the event acknowledged, its cm_id destroyed. */
-static void refuse(CmEventPtr request)
+void refuse(CmEventPtr request)
 {
     CmIdPtr id(request->id); // a request's cm_id is ours to destroy, after its event is acknowledged
     check_rc(rdma_reject(id.get(), nullptr, 0), "rdma_reject");
@@ -45,7 +65,7 @@ static void refuse(CmEventPtr request)
 
 /** A CONNECT_REQUEST that comes while a client is served waits its turn in @p waiting (a second one is
  *  refused). @param ev the event @param waiting the request served next @return false for another event */
-static bool park(CmEventPtr &ev, CmEventPtr &waiting)
+bool park(CmEventPtr &ev, CmEventPtr &waiting)
 {
     if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
         return false;
@@ -56,24 +76,26 @@ static bool park(CmEventPtr &ev, CmEventPtr &waiting)
     return true;
 }
 
-/** Wait (bounded) until the client just accepted is ESTABLISHED (its RTU). @return "" then, else why not */
-static std::string wait_established(rdma_event_channel *ch, int timeout_s, CmEventPtr &waiting)
+/** Wait (bounded) until the client just accepted is ESTABLISHED (its RTU).
+ *  @return nothing then, else how the connection ended */
+std::optional<Ended> wait_established(rdma_event_channel *ch, int timeout_s, CmEventPtr &waiting)
 {
     for (const Deadline deadline(timeout_s);;) {
         if (!cm_event_ready(ch, deadline.left_ms()))
-            return "no RTU within " + std::to_string(timeout_s) + " s (-t)";
+            return Ended{.how = Ending::no_rtu, .why = "no RTU within " + std::to_string(timeout_s) + " s (-t)"};
         rdma_cm_event *raw = nullptr;
         check_rc(rdma_get_cm_event(ch, &raw), "rdma_get_cm_event");
         CmEventPtr ev(raw);
         if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
-            return "";
+            return std::nullopt;
         const std::string name = cm_event_name(ev->event);
         if (!park(ev, waiting))
-            return "the client is gone before its connection was established (" + name + ")";
+            return Ended{.how = Ending::gone_before_rtu,
+                         .why = "the client is gone before its connection was established (" + name + ")"};
     }
 }
 
-static void run(const Args &args, const ServerOptions &opt)
+void run(const Args &args, const ServerOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -124,9 +146,9 @@ static void run(const Args &args, const ServerOptions &opt)
             continue;
         }
         req.reset();
-        std::string why = wait_established(listener.channel.get(), args.timeout_s, waiting); // why it ended
+        std::optional<Ended> ended = wait_established(listener.channel.get(), args.timeout_s, waiting);
         Completions completions(cq.get());
-        if (why.empty()) {
+        if (!ended) {
             exported.nonce = new_nonce();
             send_descriptor(pd.get(), qp.get(), completions, format_descriptor(exported), args.timeout_s);
             info("client %d from %s: connected, slots sent (rkey 0x%x)", client, peer.c_str(), exported.rkey);
@@ -138,12 +160,14 @@ static void run(const Args &args, const ServerOptions &opt)
         int messages = 0;
         auto take = [&](const ibv_wc &wc) {
             if (wc.status != IBV_WC_SUCCESS || wc.opcode != IBV_WC_RECV_RDMA_WITH_IMM) {
-                why = std::string("a completion with ") + wc_status_name(wc.status);
+                ended = Ended{.how = Ending::bad_completion,
+                              .why = std::string("a completion with ") + wc_status_name(wc.status)};
                 return;
             }
             const std::uint32_t slot = ntohl(wc.imm_data); // the peer's number: checked before use
             if (slot < 1 || slot > static_cast<std::uint32_t>(max_slots)) {
-                why = "an immediate out of range (" + std::to_string(slot) + ")";
+                ended = Ended{.how = Ending::bad_immediate,
+                              .why = "an immediate out of range (" + std::to_string(slot) + ")"};
                 return;
             }
             const char *text = buf.data() + (slot - 1) * slot_size;
@@ -153,7 +177,7 @@ static void run(const Args &args, const ServerOptions &opt)
         };
         Deadline idle(args.timeout_s);
         ibv_wc wc{};
-        while (why.empty()) {
+        while (!ended) {
             if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1) {
                 take(wc);
                 idle.restart();
@@ -164,11 +188,12 @@ static void run(const Args &args, const ServerOptions &opt)
                 const std::string name = cm_event_name(ev->event);
                 if (park(ev, waiting) || ev->id != id.get()) // one client at a time: the next one waits
                     continue;
-                why = "the client is gone (" + name + ")"; // its DREQ, or its kernel's
+                ended = Ended{.how = Ending::gone, .why = "the client is gone (" + name + ")"};
                 while (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 1)
                     take(wc); // what arrived before its DREQ
             } else if (idle.expired()) {
-                why = "no message for " + std::to_string(args.timeout_s) + " s (-t)";
+                ended =
+                    Ended{.how = Ending::silent, .why = "no message for " + std::to_string(args.timeout_s) + " s (-t)"};
             }
         }
         //! [serve]
@@ -177,7 +202,7 @@ static void run(const Args &args, const ServerOptions &opt)
         // then QP, CQ and cm_id go at the end of this iteration. The listener and the memory stay.
         rdma_disconnect(id.get()); // fails harmlessly when the connection is already gone
         qp_to_error(qp.get());
-        result("client %d: %d message(s); %s", client, messages, why.c_str());
+        result("client %d: %d message(s); %s", client, messages, ended->why.c_str());
         //! [close]
     }
     if (waiting)
@@ -185,8 +210,12 @@ static void run(const Args &args, const ServerOptions &opt)
     print_slots("Server", buf.data(), "at the end");
 }
 
+} // namespace
+} // namespace rdma_recovery
+
 int main(int argc, char **argv)
 {
-    ServerOptions opt;
-    return run_sample(server_spec(opt), argc, argv, [&](const Args &args) { run(args, opt); });
+    rdma_recovery::ServerOptions opt;
+    return run_sample(rdma_recovery::server_spec(opt), argc, argv,
+                      [&](const Args &args) { rdma_recovery::run(args, opt); });
 }

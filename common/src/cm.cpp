@@ -242,12 +242,13 @@ void CmTry::say_route() const
 }
 
 CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
-                      const std::function<bool(CmTry &)> &attempt, rdma_port_space ps)
+                      const std::function<bool(CmTry &)> &attempt, rdma_port_space ps, CmBackoff backoff)
 {
     SockAddr dst = parse_server_addr(server.addr, server.type, server.port);
     const std::string peer = addr_to_string(dst.get());
     const Deadline deadline(timeout_s);
     std::optional<Error> refused; // the last "nobody listens", which a bare timeout would hide
+    int wait_ms = backoff.first_ms;
     for (int n = 1;; ++n) {
         CmTry t{{}, dst.get(), deadline, timeout_s, n == 1, std::nullopt, false};
         t.c.peer = peer;
@@ -267,7 +268,8 @@ CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
         if (n == 1)
             info("%s %s yet; trying again for up to %d s", t.refused ? "nobody listens on" : "no answer from",
                  peer.c_str(), timeout_s);
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(200, deadline.left_ms())));
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::min(wait_ms, deadline.left_ms())));
+        wait_ms = std::min(2 * wait_ms, backoff.max_ms);
     }
 }
 

@@ -1,6 +1,7 @@
 /**
  * @file options.hpp
- * @brief rdma_memory_register's own flags, and the sizes they choose, checked before any device is opened.
+ * @brief rdma_memory's flags: rdma_memory_register's and the sizes they choose (checked before any device is
+ * opened), rdma_memory_fork's, and the window pair's.
  */
 #pragma once
 
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -64,6 +66,71 @@ struct Options {
              [this](const std::string &) { odp = true; }},
             {"dmabuf", "", "register dma-bufs made with /dev/udmabuf (ibv_reg_dmabuf_mr)", "off",
              [this](const std::string &) { dmabuf = true; }},
+        };
+    }
+};
+
+/** @brief rdma_memory_fork's own flag. */
+struct ForkOptions {
+    bool fork_init = false; ///< --fork-init: call ibv_fork_init() before any other verbs call
+
+    /** @brief The flags that fill these fields, for ProgramSpec::extra. @return them */
+    std::vector<rdma_samples::ExtraFlag> flags()
+    {
+        return {{"fork-init", "", "call ibv_fork_init() first (MADV_DONTFORK on every registration)", "off",
+                 [this](const std::string &) { fork_init = true; }}};
+    }
+};
+
+/** @brief rdma_memory_window_requester's own flags. */
+struct WindowRequesterOptions {
+    bool past_window = false;  ///< --past-window: the WRITE ends one byte past the window
+    bool after_revoke = false; ///< --after-revoke: WRITE again once the window is revoked
+    bool invalidate = false;   ///< --invalidate: "done" is a SEND with invalidate of the window's rkey
+
+    /** @brief The flags that fill these fields, for ProgramSpec::extra. @return them */
+    std::vector<rdma_samples::ExtraFlag> flags()
+    {
+        return {
+            {"past-window", "", "demonstration: the WRITE ends one byte past the window; refused", "",
+             [this](const std::string &) { past_window = true; }},
+            {"after-revoke", "", "demonstration: WRITE again after the revocation; refused", "",
+             [this](const std::string &) { after_revoke = true; }},
+            {"invalidate", "", "revoke the window ourselves: \"done\" is a SEND with invalidate", "",
+             [this](const std::string &) { invalidate = true; }},
+        };
+    }
+};
+
+/** @brief Where the window starts in the region, unless --offset says otherwise. */
+inline constexpr std::uint32_t default_offset = 1024;
+/** @brief How long the window is, unless --length says otherwise. */
+inline constexpr std::uint32_t default_length = 256;
+
+/** @brief rdma_memory_window_responder's own flags: the window's type and the part of the region it covers. */
+struct WindowResponderOptions {
+    int type = 2;                          ///< --type: 1 or 2
+    std::uint32_t offset = default_offset; ///< --offset: where the window starts in the region
+    std::uint32_t length = default_length; ///< --length: how many bytes it covers
+
+    /** @brief The flags that fill these fields, for ProgramSpec::extra. @return them */
+    std::vector<rdma_samples::ExtraFlag> flags()
+    {
+        using rdma_samples::parse_number;
+        return {
+            rdma_samples::int_flag("type", "1|2", "the window's type: 1 (ibv_bind_mw) or 2 (a bind work request)", "2",
+                                   type, 1, 2),
+            {"offset", "BYTES",
+             "where the window starts in the 4096-byte region; past the region is refused by the device "
+             "(IBV_WC_MW_BIND_ERR)",
+             std::to_string(default_offset),
+             [this](const std::string &v) {
+                 offset = static_cast<std::uint32_t>(parse_number("--offset", v, 0, 1u << 20));
+             }},
+            {"length", "BYTES", "how many bytes the window covers", std::to_string(default_length),
+             [this](const std::string &v) {
+                 length = static_cast<std::uint32_t>(parse_number("--length", v, 1, 1u << 20));
+             }},
         };
     }
 };

@@ -140,6 +140,15 @@ struct CmTry {
 };
 
 /**
+ * @brief How long cm_retry() waits between two tries: @p first_ms after the first, doubled after each
+ * further one up to @p max_ms, never past `-t`. The default is a steady 200 ms.
+ */
+struct CmBackoff {
+    int first_ms = 200; ///< the wait after the first try
+    int max_ms = 200;   ///< the longest wait, reached by doubling
+};
+
+/**
  * @brief The client's connect, tried again like a TCP client whose connect() is refused: a server
  * started at the same time may still be setting up. Each try gets a new CmTry; when `-t` runs out, the
  * last "nobody listens" is reported if there was one (a bare timeout would hide it), else the timeout.
@@ -149,10 +158,12 @@ struct CmTry {
  * @param attempt   one try: true once connected (our QP at RTS, the RTU sent), false to try again
  *                  (after CmTry::event() came back empty)
  * @param ps        the port space of each try's cm_id: RDMA_PS_TCP for RC, RDMA_PS_UDP for a UD lookup
+ * @param backoff   the wait between tries (the only one: an attempt does not sleep on its own)
  * @return the connection
  */
 CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
-                      const std::function<bool(CmTry &)> &attempt, rdma_port_space ps = RDMA_PS_TCP);
+                      const std::function<bool(CmTry &)> &attempt, rdma_port_space ps = RDMA_PS_TCP,
+                      CmBackoff backoff = {});
 
 /**
  * @brief Whether @p ev says that nobody listens on the server's port, so that a client may try again:

@@ -38,6 +38,13 @@ public:
         if (fd_ >= 0)
             close(fd_);
     }
+    /** @brief Close the descriptor now (as std::unique_ptr::reset() does); it holds none after. */
+    void reset()
+    {
+        if (fd_ >= 0)
+            close(fd_);
+        fd_ = -1;
+    }
     /** @brief The descriptor. @return it, or -1 */
     int get() const { return fd_; }
 
