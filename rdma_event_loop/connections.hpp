@@ -97,7 +97,7 @@ inline void post_receive(Server &server, std::size_t entry, int slot)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
-    rdma_samples::check_rc(ibv_post_recv(conn.qp.get(), &wr, &bad_wr), "ibv_post_recv");
+    rdma_samples::check_post(ibv_post_recv(conn.qp.get(), &wr, &bad_wr), "ibv_post_recv");
     ++conn.recvs_posted;
 }
 
@@ -127,7 +127,7 @@ inline void echo(Server &server, std::size_t entry, int recv_slot, std::uint32_t
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED; // its completion frees the send slot
     ibv_send_wr *bad_wr = nullptr;
-    rdma_samples::check_rc(ibv_post_send(conn.qp.get(), &wr, &bad_wr), "ibv_post_send(echo)");
+    rdma_samples::check_post(ibv_post_send(conn.qp.get(), &wr, &bad_wr), "ibv_post_send(echo)");
     conn.sends_busy |= 1U << free_slot;
     //! [echo]
 }

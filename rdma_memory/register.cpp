@@ -96,9 +96,9 @@ void require_rereg(ibv_pd *pd)
     MrPtr mr(check(ibv_reg_mr(pd, a.data(), page, IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     // On failure the MR must still be deregistered (ibv_rereg_mr(3)): MrPtr does it.
     // ibv_rereg_mr() returns an IBV_REREG_MR_ERR_* code (negative), not an errno: errno holds the cause,
-    // which check_rc() reads for -1.
+    // which check_rc() reads for any negative return.
     const int rc = ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, b.data(), page, 0);
-    check_rc(rc == 0 ? 0 : -1, "ibv_rereg_mr(IBV_REREG_MR_CHANGE_TRANSLATION)", [](int err) {
+    check_rc(rc, "ibv_rereg_mr(IBV_REREG_MR_CHANGE_TRANSLATION)", [](int err) {
         return err == EOPNOTSUPP ? std::string("the device's provider cannot re-register (rdma-core's rxe "
                                                "provider has no rereg_mr); deregister and register the new "
                                                "buffer instead (run without --rereg)")
@@ -139,7 +139,7 @@ void measure(ibv_pd *pd, const std::optional<Fd> &udmabuf_dev, std::size_t size,
         if (opt.rereg) {
             watch.start();
             const int rc = ibv_rereg_mr(mr.get(), IBV_REREG_MR_CHANGE_TRANSLATION, nullptr, other->data(), size, 0);
-            check_rc(rc == 0 ? 0 : -1, "ibv_rereg_mr(" + size_text(size) + ")"); // errno holds the cause
+            check_rc(rc, "ibv_rereg_mr(" + size_text(size) + ")"); // errno holds the cause
             t.rereg.push_back(watch.us());
         }
         watch.start();
@@ -171,9 +171,9 @@ void run(const Args &args, const Options &opt)
     step(2, "check that every size fits in one memory region of this device");
     for (std::size_t size : sizes)
         if (size > max_mr_size)
-            throw Error(size_text(size) + " is larger than the device's max_mr_size (" + std::to_string(max_mr_size) +
-                            " bytes)",
-                        "register at most max_mr_size bytes per region (see ibv_devinfo -v), or split the buffer");
+            throw UsageError("--sizes: " + size_text(size) + " is larger than the device's max_mr_size (" +
+                                 std::to_string(max_mr_size) + " bytes)",
+                             "register at most max_mr_size bytes per region (see ibv_devinfo -v), or split the buffer");
 
     std::optional<Fd> udmabuf_dev;
     if (opt.odp) {

@@ -126,7 +126,7 @@ void run(const Args &args, const ClientOptions &opt)
             wr.wr.rdma.remote_addr = remote.addr + static_cast<std::uint64_t>(next - 1) * slot_size;
             wr.wr.rdma.rkey = remote.rkey;
             ibv_send_wr *bad_wr = nullptr;
-            check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE_WITH_IMM)");
+            check_post(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE_WITH_IMM)");
             const ibv_wc wc =
                 completions.poll_for(wr.wr_id, args.timeout_s, "the completion of message #" + std::to_string(next));
             if (wc.status != IBV_WC_SUCCESS) {

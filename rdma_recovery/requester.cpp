@@ -84,7 +84,7 @@ void run(const Args &args, const RequesterOptions &opt)
                 info("WRITE #%d carries the wrong rkey 0x%x", i, wr.wr.rdma.rkey);
             }
             ibv_send_wr *bad_wr = nullptr;
-            check_rc(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE #" + std::to_string(i) + ")");
+            check_post(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE #" + std::to_string(i) + ")");
         }
     };
     //! [post]

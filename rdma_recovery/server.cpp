@@ -12,6 +12,7 @@
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
+#include <rdma_samples/cm_server.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/log.hpp>
@@ -52,15 +53,7 @@ void post_slot_receive(ibv_qp *qp, std::uint64_t wr_id)
     ibv_recv_wr wr{}; // no scatter/gather list: a WRITE with immediate puts its bytes where its rkey says
     wr.wr_id = wr_id;
     ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv");
-}
-
-/** Refuse the client of a connection request: rdma_reject(), the event acknowledged, its cm_id destroyed. */
-void refuse(CmEventPtr request)
-{
-    CmIdPtr id(request->id); // a request's cm_id is ours to destroy, after its event is acknowledged
-    check_rc(rdma_reject(id.get(), nullptr, 0), "rdma_reject");
-    request.reset();
+    check_post(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv");
 }
 
 /** A CONNECT_REQUEST that comes while a client is served waits its turn in @p waiting (a second one is
@@ -70,7 +63,7 @@ bool park(CmEventPtr &ev, CmEventPtr &waiting)
     if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
         return false;
     if (waiting)
-        refuse(std::move(ev));
+        refuse_request(ev);
     else
         waiting = std::move(ev); // kept, not acknowledged yet: answered after this client
     return true;
@@ -206,7 +199,7 @@ void run(const Args &args, const ServerOptions &opt)
         //! [close]
     }
     if (waiting)
-        refuse(std::move(waiting)); // it came after the last client we serve
+        refuse_request(waiting); // it came after the last client we serve
     print_slots("Server", buf.data(), "at the end");
 }
 

@@ -101,7 +101,14 @@ inline ProgramSpec cm_only_spec(const char *name, const char *role, const char *
             .descriptor_files = false};
 }
 
-/** @brief A bad command line; main() prints it as one line (and its hint, if any) and exits 2. */
+/**
+ * @brief A bad command line; main() prints it as one line (and its hint, if any) and exits 2.
+ *
+ * The rule for what the device refuses: a flag's value beyond one of its limits (an SRQ deeper than
+ * max_srq_wr, a ring past max_qp_wr, a size over max_mr_size) is a UsageError too, thrown once the
+ * device is open, with the limit in the hint: another value works. A device without what the program
+ * needs at all (atomics, UD, SRQs, memory windows, ODP) is an Error, exit 1: no flag fixes that.
+ */
 class UsageError : public std::runtime_error {
 public:
     /** @param what one line: the flag, its value and what is wrong @param hint what to pass instead, or empty */
