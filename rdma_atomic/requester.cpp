@@ -111,8 +111,14 @@ static void run(const Args &args, const Options &opt)
     // sets the matching max_dest_rd_atomic from its max_qp_rd_atom.
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom); // as for READs (chapter 3)
     //! [rd_atomic]
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
-                                             "the responder (rdma_atomic_responder)", rd_atomic, ResourceKind::mmap);
+    Exchange exchange = connect_to_responder({.args = args,
+                                              .dev = dev,
+                                              .pd = pd.get(),
+                                              .qp = qp.get(),
+                                              .completions = completions,
+                                              .peer = "the responder (rdma_atomic_responder)",
+                                              .rd_atomic = rd_atomic},
+                                             ResourceKind::mmap);
     const ResourceDescriptor &counter = exchange.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s",
          static_cast<unsigned long long>(counter.addr), counter.length, counter.rkey,

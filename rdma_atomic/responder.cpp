@@ -86,8 +86,14 @@ static void run(const Args &args, const Options &opt)
     //! [dest_rd_atomic]
     // exactly the counter
     ResourceDescriptor counter = describe_export(mr.get(), access, ResourceKind::mmap, sizeof(std::uint64_t));
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
-                                         "the requester (rdma_atomic_requester)", rd_atomic, &counter);
+    Exchange exchange = accept_requester({.args = args,
+                                          .dev = dev,
+                                          .pd = pd.get(),
+                                          .qp = qp.get(),
+                                          .completions = completions,
+                                          .peer = "the requester (rdma_atomic_requester)",
+                                          .rd_atomic = rd_atomic},
+                                         &counter);
 
     step(6, "wait for the goodbye; the atomics themselves give us no completion");
     completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s,

@@ -59,9 +59,15 @@ inline std::vector<rdma_samples::Exchange> connect_qps(const rdma_samples::Args 
 {
     std::vector<rdma_samples::Exchange> exchanges;
     for (std::uint32_t i = 0; i < opt.qps; ++i)
-        exchanges.push_back(rdma_samples::connect_to_responder(
-            args_for_qp(args, i, opt.qps), dev, pd, qps[i].get(), completions, "the responder (rdma_bench_responder)",
-            rd_atomic, i == 0 ? std::optional(rdma_samples::ResourceKind::mmap) : std::nullopt));
+        exchanges.push_back(rdma_samples::connect_to_responder({.args = args_for_qp(args, i, opt.qps),
+                                                                .dev = dev,
+                                                                .pd = pd,
+                                                                .qp = qps[i].get(),
+                                                                .completions = completions,
+                                                                .peer = "the responder (rdma_bench_responder)",
+                                                                .rd_atomic = rd_atomic},
+                                                               i == 0 ? std::optional(rdma_samples::ResourceKind::mmap)
+                                                                      : std::nullopt));
     const rdma_samples::ResourceDescriptor &peer = exchanges.front().resource;
     if (peer.length < slices)
         throw rdma_samples::Error("the responder exports " + std::to_string(peer.length) + " bytes, less than the " +
@@ -91,9 +97,14 @@ inline std::vector<rdma_samples::Exchange> accept_qps(const rdma_samples::Args &
 {
     std::vector<rdma_samples::Exchange> exchanges;
     for (std::uint32_t i = 0; i < opt.qps; ++i)
-        exchanges.push_back(rdma_samples::accept_requester(args_for_qp(args, i, opt.qps), dev, pd, qps[i].get(),
-                                                           completions, "the requester (rdma_bench_requester)",
-                                                           rd_atomic, i == 0 ? &exported : nullptr));
+        exchanges.push_back(rdma_samples::accept_requester({.args = args_for_qp(args, i, opt.qps),
+                                                            .dev = dev,
+                                                            .pd = pd,
+                                                            .qp = qps[i].get(),
+                                                            .completions = completions,
+                                                            .peer = "the requester (rdma_bench_requester)",
+                                                            .rd_atomic = rd_atomic},
+                                                           i == 0 ? &exported : nullptr));
     return exchanges;
 }
 

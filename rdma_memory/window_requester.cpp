@@ -92,8 +92,12 @@ void run(const Args &args, const WindowRequesterOptions &opt)
     step(4, "post the receives for the window's descriptor and for \"revoked\", then connect");
     DescriptorReceive descriptor(pd.get(), qp.get());
     post_empty_receive(qp.get(), mr.get(), window::revoked_wr_id, "ibv_post_recv(revoked)");
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
-                                             "the responder (rdma_memory_window_responder)");
+    Exchange exchange = connect_to_responder({.args = args,
+                                              .dev = dev,
+                                              .pd = pd.get(),
+                                              .qp = qp.get(),
+                                              .completions = completions,
+                                              .peer = "the responder (rdma_memory_window_responder)"});
 
     step(5, "ask for a window and wait for its descriptor");
     window::post_empty_send(qp.get(), window::request_wr_id, "ibv_post_send(SEND, request)");

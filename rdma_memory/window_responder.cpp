@@ -83,8 +83,12 @@ void run(const Args &args, const WindowResponderOptions &opt)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM"
                         : "wait for the requester, move the QP to RTR and RTS");
-    Exchange exchange =
-        accept_requester(args, dev, pd.get(), qp.get(), completions, "the requester (rdma_memory_window_requester)");
+    Exchange exchange = accept_requester({.args = args,
+                                          .dev = dev,
+                                          .pd = pd.get(),
+                                          .qp = qp.get(),
+                                          .completions = completions,
+                                          .peer = "the requester (rdma_memory_window_requester)"});
 
     step(6, "wait for the requester's request, bind a type %d window over bytes %u to %u, send its descriptor",
          opt.type, opt.offset, opt.offset + opt.length);

@@ -71,8 +71,14 @@ static void run(const Args &args, const Options &opt)
     // device: mlx5 treats it as 1, Soft-RoCE never sends the READ. So: at least 1.
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_init_rd_atom, 16));
     //! [rd_atomic]
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
-                                             "the responder (rdma_read_responder)", rd_atomic, ResourceKind::mmap);
+    Exchange exchange = connect_to_responder({.args = args,
+                                              .dev = dev,
+                                              .pd = pd.get(),
+                                              .qp = qp.get(),
+                                              .completions = completions,
+                                              .peer = "the responder (rdma_read_responder)",
+                                              .rd_atomic = rd_atomic},
+                                             ResourceKind::mmap);
     const ResourceDescriptor &remote = exchange.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
          remote.length, remote.rkey, access_to_string(remote.access).c_str());

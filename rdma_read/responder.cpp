@@ -62,8 +62,14 @@ static void run(const Args &args)
     const int rd_atomic = std::max(1, std::min(dev.device_attr.max_qp_rd_atom, 16));
     //! [rd_atomic]
     ResourceDescriptor exported = describe_export(mr.get(), access); // exactly the registered range (chapter 2)
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
-                                         "the requester (rdma_read_requester)", rd_atomic, &exported);
+    Exchange exchange = accept_requester({.args = args,
+                                          .dev = dev,
+                                          .pd = pd.get(),
+                                          .qp = qp.get(),
+                                          .completions = completions,
+                                          .peer = "the requester (rdma_read_requester)",
+                                          .rd_atomic = rd_atomic},
+                                         &exported);
 
     step(6, "wait for the goodbye; the READ itself gives us no completion");
     completions.wait(goodbye_wr_id, IBV_WC_RECV, args.timeout_s,

@@ -56,7 +56,9 @@ void run(const Args &args, const RequesterOptions &opt)
     Completions completions(cq.get());
 
     step(4, "publish our connection descriptor, wait for the responder's answer and its slots, move the QP to RTS");
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, peer, 0, ResourceKind::mmap);
+    Exchange exchange = connect_to_responder(
+        {.args = args, .dev = dev, .pd = pd.get(), .qp = qp.get(), .completions = completions, .peer = peer},
+        ResourceKind::mmap);
     const ResourceDescriptor remote = exchange.resource;
     if (remote.length < static_cast<std::uint32_t>(opt.count) * slot_size || !(remote.access & IBV_ACCESS_REMOTE_WRITE))
         throw Error("the responder exports " + std::to_string(remote.length) + " bytes, access " +

@@ -52,7 +52,9 @@ void run(const Args &args)
 
     step(5, "wait for the requester's descriptor, move the QP to RTR and RTS, export the slots");
     ResourceDescriptor exported = describe_export(mr.get(), access);
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions, peer, 0, &exported);
+    Exchange exchange = accept_requester(
+        {.args = args, .dev = dev, .pd = pd.get(), .qp = qp.get(), .completions = completions, .peer = peer},
+        &exported);
 
     step(6, "wait for the goodbye; a flush of its receive instead means our QP failed");
     //! [flushed]

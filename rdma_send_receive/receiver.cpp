@@ -70,8 +70,12 @@ static void run(const Args &args, const Options &opt)
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
     // Every receive we need is posted: from here on the sender may send. Nothing to export (nullptr).
-    Exchange exchange =
-        accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send)", 0, nullptr);
+    Exchange exchange = accept_requester({.args = args,
+                                          .dev = dev,
+                                          .pd = pd.get(),
+                                          .qp = qp.get(),
+                                          .completions = completions,
+                                          .peer = "the sender (rdma_send)"});
 
     step(6, "poll the completion queue until the message has arrived");
     const ibv_wc wc = completions.wait(1, IBV_WC_RECV, args.timeout_s, "the message from the sender");

@@ -53,8 +53,12 @@ static void run(const Args &args)
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // The receiver answers (or accepts) only after it has posted its receive: our SEND cannot arrive
     // too early. No READs or atomics (0), and no descriptor to learn: a SEND names no remote memory.
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the receiver (rdma_receive)",
-                                             0, std::nullopt);
+    Exchange exchange = connect_to_responder({.args = args,
+                                              .dev = dev,
+                                              .pd = pd.get(),
+                                              .qp = qp.get(),
+                                              .completions = completions,
+                                              .peer = "the receiver (rdma_receive)"});
 
     step(5, "post a SEND of %zu bytes", args.message.size());
     result("Submitting RDMA send task that sends \"%s\" to receiver", args.message.c_str());

@@ -88,8 +88,12 @@ static void run(const Args &args, const Options &opt)
     step(5, args.use_cm ? "wait for the sender to connect with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "wait for the sender's descriptor, move the QP to RTR and RTS, answer it");
     // As in chapter 5: our receive is posted, so the sender may send from here on; nothing to export.
-    Exchange exchange =
-        accept_requester(args, dev, pd.get(), qp.get(), completions, "the sender (rdma_send_immediate)", 0, nullptr);
+    Exchange exchange = accept_requester({.args = args,
+                                          .dev = dev,
+                                          .pd = pd.get(),
+                                          .qp = qp.get(),
+                                          .completions = completions,
+                                          .peer = "the sender (rdma_send_immediate)"});
 
     step(6, "poll the completion queue until the message has landed in our receive");
     const std::string what =

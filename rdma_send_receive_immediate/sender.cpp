@@ -59,8 +59,12 @@ static void run(const Args &args)
     step(4, args.use_cm ? "connect to the receiver with RDMA CM; the CM moves the QP to RTR and RTS"
                         : "publish our connection descriptor, wait for the receiver's answer, move the QP to RTS");
     // As in chapter 5: the receiver answers only once its receive is posted, and exports nothing.
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
-                                             "the receiver (rdma_receive_immediate)", 0, std::nullopt);
+    Exchange exchange = connect_to_responder({.args = args,
+                                              .dev = dev,
+                                              .pd = pd.get(),
+                                              .qp = qp.get(),
+                                              .completions = completions,
+                                              .peer = "the receiver (rdma_receive_immediate)"});
 
     step(5, "post a SEND with immediate 0x%x and %zu bytes of data", immediate, args.message.size());
     result("Submitting RDMA send with immediate task that sends \"%s\" with immediate 0x%x to receiver",

@@ -81,9 +81,14 @@ static void run(const Args &args)
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its sync-event descriptor"
                         : "exchange descriptors with the responder and get its sync-event descriptor");
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_init_rd_atom); // for the READs (chapter 3)
-    Exchange exchange =
-        connect_to_responder(args, dev, pd.get(), qp.get(), completions, "the responder (rdma_sync_event_responder)",
-                             rd_atomic, ResourceKind::sync_event);
+    Exchange exchange = connect_to_responder({.args = args,
+                                              .dev = dev,
+                                              .pd = pd.get(),
+                                              .qp = qp.get(),
+                                              .completions = completions,
+                                              .peer = "the responder (rdma_sync_event_responder)",
+                                              .rd_atomic = rd_atomic},
+                                             ResourceKind::sync_event);
     const ResourceDescriptor &event = exchange.resource;
     info("sync event at addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(event.addr),
          event.length, event.rkey, access_to_string(event.access).c_str());

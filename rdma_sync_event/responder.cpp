@@ -91,8 +91,14 @@ static void run(const Args &args, const Options &opt)
                         : "wait for the requester, move the QP to RTR and RTS, export the sync event");
     const int rd_atomic = rd_atomic_depth(dev.device_attr.max_qp_rd_atom); // the requester's READs (chapter 3)
     ResourceDescriptor se = describe_export(mr.get(), access, ResourceKind::sync_event, sizeof(std::uint64_t));
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
-                                         "the requester (rdma_sync_event_requester)", rd_atomic, &se);
+    Exchange exchange = accept_requester({.args = args,
+                                          .dev = dev,
+                                          .pd = pd.get(),
+                                          .qp = qp.get(),
+                                          .completions = completions,
+                                          .peer = "the requester (rdma_sync_event_requester)",
+                                          .rd_atomic = rd_atomic},
+                                         &se);
 
     step(6, "wait until the requester has set the event to 0x%llx", static_cast<unsigned long long>(notify_value));
     result("Sync event value 0x%llx received",

@@ -53,8 +53,13 @@ static void run(const Args &args)
 
     step(4, args.use_cm ? "connect to the responder with RDMA CM; it SENDs its mmap descriptor"
                         : "exchange descriptors with the responder and move the QP to RTS");
-    Exchange exchange = connect_to_responder(args, dev, pd.get(), qp.get(), completions,
-                                             "the responder (rdma_write_immediate_responder)", 0, ResourceKind::mmap);
+    Exchange exchange = connect_to_responder({.args = args,
+                                              .dev = dev,
+                                              .pd = pd.get(),
+                                              .qp = qp.get(),
+                                              .completions = completions,
+                                              .peer = "the responder (rdma_write_immediate_responder)"},
+                                             ResourceKind::mmap);
     const ResourceDescriptor &remote = exchange.resource;
     info("responder exports addr 0x%llx, length %u, rkey 0x%x, access %s", static_cast<unsigned long long>(remote.addr),
          remote.length, remote.rkey, access_to_string(remote.access).c_str());

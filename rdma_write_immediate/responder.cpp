@@ -78,8 +78,13 @@ static void run(const Args &args, const Options &opt)
 
     step(5, args.use_cm ? "wait for the requester to connect with RDMA CM, then SEND it our mmap descriptor"
                         : "wait for the requester, move the QP to RTR and RTS, export the buffer");
-    Exchange exchange = accept_requester(args, dev, pd.get(), qp.get(), completions,
-                                         "the requester (rdma_write_immediate_requester)", 0, &exported);
+    Exchange exchange = accept_requester({.args = args,
+                                          .dev = dev,
+                                          .pd = pd.get(),
+                                          .qp = qp.get(),
+                                          .completions = completions,
+                                          .peer = "the requester (rdma_write_immediate_requester)"},
+                                         &exported);
 
     step(6, "poll the completion queue: the immediate says the write has landed");
     const std::string what = opt.prepost ? "the requester's RDMA WRITE with immediate"

@@ -58,50 +58,48 @@ void send_descriptor(ibv_pd *pd, ibv_qp *qp, Completions &completions, const std
     completions.wait(descriptor_wr_id, IBV_WC_SEND, timeout_s, "the descriptor SEND");
 }
 
-Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
-                              const std::string &peer, int max_rd_atomic, std::optional<ResourceKind> resource)
+Exchange connect_to_responder(const ExchangeParams &p, std::optional<ResourceKind> resource)
 {
     Exchange exchange;
-    if (args.use_cm) {
+    if (p.args.use_cm) {
         // The responder SENDs its descriptor the moment it accepts: our receive must already be there.
         std::optional<DescriptorReceive> text;
         if (resource)
-            text.emplace(pd, qp);
-        exchange.cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp, max_rd_atomic);
+            text.emplace(p.pd, p.qp);
+        exchange.cm = cm_connect(p.args.cm_server(), p.args.timeout_s, p.dev, p.qp, p.rd_atomic);
         if (text) {
             exchange.resource =
-                parse_resource_descriptor(text->wait(completions, args.timeout_s), peer + "'s SEND", *resource);
-            info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), peer.c_str());
+                parse_resource_descriptor(text->wait(p.completions, p.args.timeout_s), p.peer + "'s SEND", *resource);
+            info("received the %s descriptor of %s, in-band", resource_kind_name(*resource), p.peer.c_str());
         }
         return exchange;
     }
     const std::uint32_t psn = random_psn();
-    const ConnectionDescriptor local = describe_qp(qp, dev, psn, new_nonce());
-    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
-    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
+    const ConnectionDescriptor local = describe_qp(p.qp, p.dev, psn, new_nonce());
+    write_descriptor_file(p.args.local_descriptor_path, format_descriptor(local));
+    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", p.args.local_descriptor_path.c_str(), local.qp_num, local.psn,
          gid_to_string(local.gid).c_str());
     const ConnectionDescriptor remote =
-        wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, local.nonce});
+        wait_for_connection_descriptor({p.args.remote_descriptor_path, p.peer, p.args.timeout_s, local.nonce});
     info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
-    qp_to_rtr(qp, dev, remote);
-    qp_to_rts(qp, psn, max_rd_atomic);
+    qp_to_rtr(p.qp, p.dev, remote);
+    qp_to_rts(p.qp, psn, p.rd_atomic);
     if (resource)
-        exchange.resource =
-            wait_for_resource_descriptor({args.resource_descriptor_path, peer, args.timeout_s, local.nonce}, *resource);
+        exchange.resource = wait_for_resource_descriptor(
+            {p.args.resource_descriptor_path, p.peer, p.args.timeout_s, local.nonce}, *resource);
     return exchange;
 }
 
-Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
-                          const std::string &peer, int max_dest_rd_atomic, ResourceDescriptor *resource)
+Exchange accept_requester(const ExchangeParams &p, ResourceDescriptor *resource)
 {
     Exchange exchange;
-    exchange.qp = qp;
-    if (args.use_cm) {
-        exchange.cm = cm_accept(args.listen_port, args.timeout_s, dev, qp, max_dest_rd_atomic);
+    exchange.qp = p.qp;
+    if (p.args.use_cm) {
+        exchange.cm = cm_accept(p.args.listen_port, p.args.timeout_s, p.dev, p.qp, p.rd_atomic);
         if (resource) {
             resource->nonce = new_nonce();
             // The requester posted its receive for this before it connected: the SEND finds it.
-            send_descriptor(pd, qp, completions, format_descriptor(*resource), args.timeout_s);
+            send_descriptor(p.pd, p.qp, p.completions, format_descriptor(*resource), p.args.timeout_s);
             info("sent our %s descriptor in-band: addr 0x%llx, length %u, rkey 0x%x, access %s",
                  resource_kind_name(resource->kind), static_cast<unsigned long long>(resource->addr), resource->length,
                  resource->rkey, access_to_string(resource->access).c_str());
@@ -109,24 +107,24 @@ Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_q
         return exchange;
     }
     const ConnectionDescriptor remote =
-        wait_for_connection_descriptor({args.remote_descriptor_path, peer, args.timeout_s, {}});
+        wait_for_connection_descriptor({p.args.remote_descriptor_path, p.peer, p.args.timeout_s, {}});
     info("peer: QPN 0x%06x, PSN 0x%06x, GID %s", remote.qp_num, remote.psn, gid_to_string(remote.gid).c_str());
     const std::uint32_t psn = random_psn();
-    qp_to_rtr(qp, dev, remote, max_dest_rd_atomic);
-    qp_to_rts(qp, psn);
+    qp_to_rtr(p.qp, p.dev, remote, p.rd_atomic);
+    qp_to_rts(p.qp, psn);
     // Answer only now that the QP accepts packets: nothing the requester posts can find it unready.
-    ConnectionDescriptor local = describe_qp(qp, dev, psn, new_nonce());
+    ConnectionDescriptor local = describe_qp(p.qp, p.dev, psn, new_nonce());
     local.peer_nonce = remote.nonce;
     if (resource) {
         resource->nonce = local.nonce;
         resource->peer_nonce = remote.nonce;
-        write_descriptor_file(args.resource_descriptor_path, format_descriptor(*resource));
-        info("wrote %s: addr 0x%llx, length %u, rkey 0x%x, access %s", args.resource_descriptor_path.c_str(),
+        write_descriptor_file(p.args.resource_descriptor_path, format_descriptor(*resource));
+        info("wrote %s: addr 0x%llx, length %u, rkey 0x%x, access %s", p.args.resource_descriptor_path.c_str(),
              static_cast<unsigned long long>(resource->addr), resource->length, resource->rkey,
              access_to_string(resource->access).c_str());
     }
-    write_descriptor_file(args.local_descriptor_path, format_descriptor(local));
-    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", args.local_descriptor_path.c_str(), local.qp_num, local.psn,
+    write_descriptor_file(p.args.local_descriptor_path, format_descriptor(local));
+    info("wrote %s: QPN 0x%06x, PSN 0x%06x, GID %s", p.args.local_descriptor_path.c_str(), local.qp_num, local.psn,
          gid_to_string(local.gid).c_str());
     return exchange;
 }

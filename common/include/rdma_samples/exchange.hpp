@@ -74,10 +74,27 @@ struct Exchange {
 };
 
 /**
+ * @brief What both halves of the exchange are given, by name (designated initializers at the call):
+ * the command line, our device, PD and QP, the QP's completions, and the peer.
+ */
+struct ExchangeParams {
+    const Args &args;         ///< -ld, -re, -m, -t; -cm, -sa, -sat, -lp
+    const Device &dev;        ///< our device
+    ibv_pd *pd;               ///< our protection domain (-cm: for the descriptor's buffer)
+    ibv_qp *qp;               ///< our QP, in INIT (qp_to_init(), in the sample); a responder's with every
+                              ///< receive it needs already posted
+    Completions &completions; ///< its CQ's completions (-cm: where the descriptor's SEND completes or arrives)
+    std::string peer;         ///< the other side, for messages, e.g. "the responder (rdma_read_responder)"
+    /// READs and atomics in flight: the requester's own at the responder (max_rd_atomic), or what the
+    /// responder lets the requester have at it (max_dest_rd_atomic); 0 when the pair uses none
+    int rd_atomic = 0;
+};
+
+/**
  * @brief The requester's half of the exchange, as rdma_write/requester.cpp writes it out.
  *
  * Descriptor files: publish our connection descriptor (-ld), wait for the responder's answer (-re,
- * naming our nonce), move @p qp RTR -> RTS, then read the resource descriptor (-m), which the
+ * naming our nonce), move the QP RTR -> RTS, then read the resource descriptor (-m), which the
  * responder wrote first.
  *
  * `-cm`: post a receive for the resource descriptor (a second, local-write-only memory region of
@@ -85,42 +102,26 @@ struct Exchange {
  * RTS), then take the descriptor the responder SENDs right after accepting.
  *
  * Either way, when this returns the responder's QP is ready to receive.
- * @param args          -ld, -re, -m, -t; -cm, -sa, -sat, -lp
- * @param dev           our device
- * @param pd            our protection domain (-cm: for the descriptor's receive buffer)
- * @param qp            our QP, in INIT (qp_to_init(), in the sample)
- * @param completions          its CQ's completions (-cm: where the descriptor arrives)
- * @param peer          who answers, for messages, e.g. "the responder (rdma_read_responder)"
- * @param max_rd_atomic READs/atomics we may have in flight at the responder (0 if none)
- * @param resource      the kind of descriptor the responder exports, or none (send/receive)
+ * @param p        the command line, device, PD, QP, completions, peer and READ/atomic depth
+ * @param resource the kind of descriptor the responder exports, or none (send/receive)
  * @return the exchange; its resource is filled in when @p resource was given
  */
-Exchange connect_to_responder(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
-                              const std::string &peer, int max_rd_atomic = 0,
-                              std::optional<ResourceKind> resource = std::nullopt);
+Exchange connect_to_responder(const ExchangeParams &p, std::optional<ResourceKind> resource = std::nullopt);
 
 /**
  * @brief The responder's half, as rdma_write/responder.cpp does it.
  *
- * Descriptor files: wait for the requester's descriptor (-re), move @p qp to RTR and RTS, then publish
+ * Descriptor files: wait for the requester's descriptor (-re), move the QP to RTR and RTS, then publish
  * @p resource (if any, to -m) and our connection descriptor (-ld), both answering the requester's nonce.
  *
- * `-cm`: listen on `-lp`, accept the requester (the CM moves @p qp to RTR and RTS), then SEND
+ * `-cm`: listen on `-lp`, accept the requester (the CM moves the QP to RTR and RTS), then SEND
  * @p resource (if any) over the new connection, from a buffer registered for that SEND alone, and wait
  * for its completion (wr_id descriptor_wr_id).
- * @param args               -ld, -re, -m, -t; -cm, -lp
- * @param dev                our device
- * @param pd                 our protection domain (-cm: for the descriptor's send buffer)
- * @param qp                 our QP, in INIT (qp_to_init(), in the sample), with every receive it needs
- *                           already posted
- * @param completions               its CQ's completions (-cm: where the descriptor's SEND completes)
- * @param peer               who publishes first, for messages, e.g. "the requester (rdma_read_requester)"
- * @param max_dest_rd_atomic READs/atomics the requester may have in flight at us (0 if none)
- * @param resource           the memory we export, or nullptr; its nonces are filled in here
+ * @param p        the command line, device, PD, QP, completions, peer and READ/atomic depth
+ * @param resource the memory we export, or nullptr; its nonces are filled in here
  * @return the exchange
  */
-Exchange accept_requester(const Args &args, const Device &dev, ibv_pd *pd, ibv_qp *qp, Completions &completions,
-                          const std::string &peer, int max_dest_rd_atomic = 0, ResourceDescriptor *resource = nullptr);
+Exchange accept_requester(const ExchangeParams &p, ResourceDescriptor *resource = nullptr);
 
 /**
  * @brief What a responder exports, as rdma_write/responder.cpp writes it out: the registered range
