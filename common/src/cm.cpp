@@ -250,23 +250,23 @@ CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
     std::optional<Error> refused; // the last "nobody listens", which a bare timeout would hide
     int wait_ms = backoff.first_ms;
     for (int n = 1;; ++n) {
-        CmTry t{{}, dst.get(), deadline, timeout_s, n == 1, std::nullopt, false};
-        t.c.peer = peer;
-        t.c.qp = qp;
-        t.c.channel = create_event_channel();
+        CmTry this_try{.dst = dst.get(), .deadline = deadline, .timeout_s = timeout_s, .first = n == 1};
+        this_try.c.peer = peer;
+        this_try.c.qp = qp;
+        this_try.c.channel = create_event_channel();
         rdma_cm_id *id = nullptr;
-        check_rc(rdma_create_id(t.c.channel.get(), &id, nullptr, ps),
+        check_rc(rdma_create_id(this_try.c.channel.get(), &id, nullptr, ps),
                  ps == RDMA_PS_UDP ? "rdma_create_id(RDMA_PS_UDP)" : "rdma_create_id");
-        t.c.id.reset(id);
-        if (attempt(t))
-            return std::move(t.c);
-        const Error why = t.not_yet.value_or(timeout_error(timeout_s, "the server at " + peer));
-        if (t.refused)
+        this_try.c.id.reset(id);
+        if (attempt(this_try))
+            return std::move(this_try.c);
+        const Error why = this_try.not_yet.value_or(timeout_error(timeout_s, "the server at " + peer));
+        if (this_try.refused)
             refused = why;
         if (deadline.expired())
             throw refused.value_or(why);
         if (n == 1)
-            info("%s %s yet; trying again for up to %d s", t.refused ? "nobody listens on" : "no answer from",
+            info("%s %s yet; trying again for up to %d s", this_try.refused ? "nobody listens on" : "no answer from",
                  peer.c_str(), timeout_s);
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(wait_ms, deadline.left_ms())));
         wait_ms = std::min(2 * wait_ms, backoff.max_ms);
@@ -276,21 +276,21 @@ CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
 CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device &dev, ibv_qp *qp, int initiator_depth)
 {
     // The calls of rdma_write/requester.cpp's step 4, and one check more: the depth the server grants.
-    return cm_retry(server, timeout_s, qp, [&](CmTry &t) {
-        rdma_cm_id *id = t.c.id.get();
+    return cm_retry(server, timeout_s, qp, [&](CmTry &this_try) {
+        rdma_cm_id *id = this_try.c.id.get();
         // 1. and 2. Address and route: which local device and port reach the server, and the path to it.
-        if (!t.resolve(dev))
+        if (!this_try.resolve(dev))
             return false;
-        t.say_route();
+        this_try.say_route();
         // 3. Connect: the CM sends our QPN and PSN in a REQ; the server answers with a REP carrying its own.
         rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
-        if (t.refused_at_once(rdma_connect(id, &param)))               // (iWARP: nobody listens yet)
+        if (this_try.refused_at_once(rdma_connect(id, &param)))        // (iWARP: nobody listens yet)
             return false;
         // iWARP: the kernel took our QP to RTS; no REP to answer. No depth to check either: the event's
         // initiator_depth is our own IRD there (cma.c cma_iw_handler(), siw_cm.c siw_cm_upcall()).
         if (is_iwarp(dev))
-            return t.event(RDMA_CM_EVENT_ESTABLISHED, "the server to accept") != nullptr;
-        CmEventPtr rep = t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept");
+            return this_try.event(RDMA_CM_EVENT_ESTABLISHED, "the server to accept") != nullptr;
+        CmEventPtr rep = this_try.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept");
         if (!rep)
             return false;
         // The REP says how many READs/atomics the server accepts in flight from us (its responder

@@ -95,13 +95,13 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
  * to connect cannot be used again), made by cm_retry() and handed to the code that makes the calls.
  */
 struct CmTry {
-    CmConnection c;               ///< this try's channel and cm_id: the connection, if it succeeds
-    sockaddr *dst;                ///< the server's address (`-sa`, `-sat`, `-lp`)
-    const Deadline &deadline;     ///< the whole connect's bound (`-t`)
-    int timeout_s;                ///< `-t`, for messages
-    bool first;                   ///< the first try (say_route() prints only then)
-    std::optional<Error> not_yet; ///< set by event(): why the server is not there yet
-    bool refused = false;         ///< ... because its machine answered that nobody listens on the port
+    CmConnection c{};                  ///< this try's channel and cm_id: the connection, if it succeeds
+    sockaddr *dst = nullptr;           ///< the server's address (`-sa`, `-sat`, `-lp`)
+    const Deadline &deadline;          ///< the whole connect's bound (`-t`)
+    int timeout_s = 0;                 ///< `-t`, for messages
+    bool first = false;                ///< the first try (say_route() prints only then)
+    std::optional<Error> not_yet = {}; ///< set by event(): why the server is not there yet
+    bool refused = false;              ///< ... because its machine answered that nobody listens on the port
 
     /** @brief The bound of this try's address resolution: short, so that a server machine that does not
      *  answer ARP yet is asked again. @return milliseconds */
