@@ -7,15 +7,14 @@
 
 #include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/cq_channel.hpp>
 #include <rdma_samples/wait.hpp>
 
-#include <poll.h>
 #include <sched.h>
 
 #include <cstdint>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace rdma_bench {
@@ -37,21 +36,6 @@ public:
     CompletionWaiter(ibv_cq *cq, ibv_comp_channel *channel, std::uint32_t batch, int timeout_s, bool yield = true)
         : cq_(cq), channel_(channel), wc_(batch), timeout_s_(timeout_s), yield_(yield)
     {}
-    /** @brief Take over @p other's CQ and its unacknowledged events. @param other the waiter moved from */
-    CompletionWaiter(CompletionWaiter &&other) noexcept
-        : cq_(other.cq_), channel_(other.channel_), wc_(std::move(other.wc_)), timeout_s_(other.timeout_s_),
-          yield_(other.yield_), unacked_(std::exchange(other.unacked_, 0U))
-    {}
-    CompletionWaiter(const CompletionWaiter &) = delete;
-    CompletionWaiter &operator=(const CompletionWaiter &) = delete;
-    CompletionWaiter &operator=(CompletionWaiter &&) = delete;
-    /** @brief Acknowledge the events not yet acknowledged: ibv_destroy_cq() waits for every one. */
-    ~CompletionWaiter()
-    {
-        if (unacked_ > 0)
-            ibv_ack_cq_events(cq_, unacked_);
-    }
-
     /** @brief Wait for at least one completion. @param what what is awaited, for the timeout message
      *  @return how many were taken (1..batch), in wc() */
     int wait(const char *what)
@@ -83,30 +67,17 @@ public:
                 continue;
             }
             //! [event_wait]
-            // Completion channel: ask the CQ to raise an event for its NEXT completion, then sleep on
-            // the channel's file descriptor. The race: a completion that arrived after our empty poll
-            // but before ibv_req_notify_cq() raises no event, and we would sleep through it. So poll
-            // once more AFTER arming; only if that is empty too is sleeping safe.
-            if (const int rc = ibv_req_notify_cq(cq_, 0); rc != 0) // the message only on failure
-                rdma_samples::check_rc(rc, "ibv_req_notify_cq");
-            taken = rdma_samples::check_poll(ibv_poll_cq(cq_, static_cast<int>(wc_.size()), wc_.data()));
+            // Completion channel: arm the CQ for its NEXT completion, poll once more (a completion that
+            // came before the arm raises no event), and only then sleep on the channel's fd, bounded by
+            // -t; the event is taken and acknowledged there (common/cq_channel.hpp, written out in chapter 9).
+            taken = rdma_samples::arm_cq_and_poll(cq_, wc_);
             if (taken > 0)
                 return taken; // (the armed event fires later; the next wait consumes it)
             if (!deadline)
                 deadline.emplace(timeout_s_);
-            pollfd pfd{channel_->fd, POLLIN, 0};
-            if (deadline->expired() || poll(&pfd, 1, deadline->left_ms()) <= 0)
+            const int ready = rdma_samples::sleep_on_cq_channel(channel_, {}, deadline->left_ms());
+            if (ready == 0 && deadline->expired())
                 throw timeout(what);
-            ibv_cq *ev_cq = nullptr;
-            void *ev_ctx = nullptr;
-            if (const int rc = ibv_get_cq_event(channel_, &ev_cq, &ev_ctx); rc != 0)
-                rdma_samples::check_rc(rc, "ibv_get_cq_event");
-            // Every event must be acknowledged before the CQ is destroyed. ibv_ack_cq_events() takes a
-            // lock, so acknowledge in batches (and the rest in the destructor), not one by one.
-            if (++unacked_ == ack_batch) {
-                ibv_ack_cq_events(ev_cq, unacked_);
-                unacked_ = 0;
-            }
             //! [event_wait]
         }
     }
@@ -127,13 +98,11 @@ private:
         return rdma_samples::with_async_events(rdma_samples::timeout_error(timeout_s_, what, timeout_hint),
                                                cq_->context);
     }
-    static constexpr unsigned ack_batch = 64; // CQ events acknowledged per ibv_ack_cq_events() call
     ibv_cq *cq_;
     ibv_comp_channel *channel_;
     std::vector<ibv_wc> wc_;
     int timeout_s_;
     bool yield_;
-    unsigned unacked_ = 0; // CQ events taken and not yet acknowledged (only one CQ: ours)
 };
 
 //! [send_queue]

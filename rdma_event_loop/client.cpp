@@ -6,12 +6,14 @@
  * The server's REP carries a welcome in its private data (options.hpp): checked, like everything a
  * peer sends. A server that refuses us (--max-clients) says why in its REJ's private data, and the
  * connect's error prints it. Every wait is bounded by -t and sleeps in poll() on the completion
- * channel and the CM channel, so a server that drops us is noticed at once.
+ * channel and the CM channel (common/cq_channel.hpp's arm and sleep, which chapter 9 writes out), so a
+ * server that drops us is noticed at once.
  */
 #include "options.hpp"
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
+#include <rdma_samples/cq_channel.hpp>
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
@@ -22,7 +24,6 @@
 
 #include <poll.h>
 
-#include <cerrno>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -102,25 +103,16 @@ void take(Talk &talk, const ibv_wc &wc)
 bool sleep_once(Talk &talk, int wait_ms, const std::string &what)
 {
     ibv_wc wc{};
-    check_rc(ibv_req_notify_cq(talk.cq, 0), "ibv_req_notify_cq"); // arm, then look once more: the race
-    if (check_poll(ibv_poll_cq(talk.cq, 1, &wc)) == 1) {
+    if (arm_cq_and_poll(talk.cq, {&wc, 1}) == 1) { // arm, then look once more (common/cq_channel.hpp)
         take(talk, wc);
         return true;
     }
-    pollfd fds[2] = {{talk.channel->fd, POLLIN, 0}, {talk.cm->fd, POLLIN, 0}};
-    const int ready = poll(fds, 2, wait_ms);
-    if (ready < 0 && errno != EINTR)
-        fail_errno("poll", errno);
-    if (ready > 0 && (fds[0].revents & POLLIN)) {
-        ibv_cq *ev_cq = nullptr;
-        void *ev_ctx = nullptr;
-        check_rc(ibv_get_cq_event(talk.channel, &ev_cq, &ev_ctx), "ibv_get_cq_event");
-        ibv_ack_cq_events(ev_cq, 1);
-    }
+    pollfd fds[1] = {{talk.cm->fd, POLLIN, 0}}; // beside the completion channel: the server closing
+    const int ready = sleep_on_cq_channel(talk.channel, fds, wait_ms);
     while (check_poll(ibv_poll_cq(talk.cq, 1, &wc)) == 1)
         take(talk, wc);
     rdma_cm_event *raw = nullptr;
-    if (ready > 0 && (fds[1].revents & POLLIN) && rdma_get_cm_event(talk.cm, &raw) == 0) {
+    if (ready > 0 && (fds[0].revents & POLLIN) && rdma_get_cm_event(talk.cm, &raw) == 0) {
         const CmEventPtr ev(raw); // connected, the only event left to come is the end: DISCONNECTED
         throw Error("the server closed the connection (" + cm_event_name(ev->event) + ") while we waited for " + what,
                     "the server drops a client that sends nothing for its -t, or that it cannot serve; its output "

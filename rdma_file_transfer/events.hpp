@@ -7,10 +7,12 @@
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
+#include <rdma_samples/cq_channel.hpp>
 #include <rdma_samples/wait.hpp>
 
-#include <cerrno>
 #include <poll.h>
+
+#include <algorithm>
 
 namespace file_transfer {
 
@@ -47,31 +49,25 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
         ibv_wc wc{};
         if (check_poll(ibv_poll_cq(e.cq, 1, &wc)) == 1) // poll until empty: one per call
             return wc;
-        // Empty: arm the CQ, so that its NEXT completion raises an event on the channel. The race: a
-        // completion that came after the poll above but before the arm raises no event, and we would
-        // sleep through it. So poll once more AFTER arming; sleep only if that finds nothing too.
-        check_rc(ibv_req_notify_cq(e.cq, 0), "ibv_req_notify_cq");
-        if (check_poll(ibv_poll_cq(e.cq, 1, &wc)) == 1)
+        // Empty: arm the CQ and poll once more (a completion just before the arm raises no event).
+        if (rdma_samples::arm_cq_and_poll(e.cq, {&wc, 1}) == 1)
             return wc;   // (the armed event fires later; the next sleep takes it and polls again)
         if (e.peer_gone) // the CQ is drained: whatever the peer said before it left has been read
             throw rdma_samples::Error(e.peer + " went away (RDMA_CM_EVENT_DISCONNECTED) while we waited for " + what,
                                       e.peer + "'s output says why; a file not yet verified is not kept");
-        // Sleep on two file descriptors: the completion channel, and the CM's (a peer that goes away
-        // sends a DREQ: DISCONNECTED). poll() bounds the sleep; ibv_get_cq_event() alone would not.
-        pollfd fds[2] = {{e.channel->fd, POLLIN, 0}, {e.cm_channel->fd, POLLIN, 0}};
-        const int ready = poll(fds, 2, std::min(deadline.left_ms(), e.transfer.left_ms()));
-        if (ready < 0 && errno == EINTR)
-            continue; // a signal, not the end of the wait
-        if (ready < 0)
-            rdma_samples::fail_errno("poll", errno);
+        // Sleep on the completion channel and on the CM's channel (a peer that goes away sends a DREQ:
+        // DISCONNECTED), taking and acknowledging the channel's event (common/cq_channel.hpp).
+        pollfd fds[1] = {{e.cm_channel->fd, POLLIN, 0}};
+        const int ready =
+            rdma_samples::sleep_on_cq_channel(e.channel, fds, std::min(deadline.left_ms(), e.transfer.left_ms()));
         if (ready == 0 && e.transfer.expired())
             throw rdma_samples::Error("the whole transfer took longer than --deadline " +
                                           std::to_string(e.transfer.timeout_s()) + " s; we were waiting for " + what,
                                       e.peer + " sends too slowly; raise --deadline for a big file on a slow link");
-        if (ready == 0)
+        if (ready == 0 && deadline.expired())
             throw rdma_samples::timeout_error(e.timeout_s, what,
                                               "is " + e.peer + " still running? its output says why it stopped");
-        if (fds[1].revents & POLLIN) {
+        if (fds[0].revents & POLLIN) {
             rdma_cm_event *raw = nullptr;
             check_rc(rdma_get_cm_event(e.cm_channel, &raw), "rdma_get_cm_event");
             rdma_samples::CmEventPtr event(raw);
@@ -79,12 +75,6 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
                 e.peer_gone = true; // poll the CQ dry first: a refusal may be waiting there
             else if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST)
                 turn_away(std::move(event)); // one peer at a time
-        }
-        if (fds[0].revents & POLLIN) {
-            ibv_cq *ev_cq = nullptr;
-            void *ev_ctx = nullptr;
-            check_rc(ibv_get_cq_event(e.channel, &ev_cq, &ev_ctx), "ibv_get_cq_event"); // take the event...
-            ibv_ack_cq_events(ev_cq, 1); // ... and acknowledge it: ibv_destroy_cq() waits for every one
         }
     }
     //! [event_loop]

@@ -7,8 +7,8 @@
  * carries the wr_id we chose when posting, here the buffer slot. Every receive is posted before its
  * sender can reach it, so no sender ever meets "receiver not ready". The receiver sleeps on a
  * completion channel instead of spinning. This file sets them up; the loop that takes the messages
- * is in receiving.hpp (the sleep) and server.hpp (the CM server), which rdma_srq_receive, this receiver
- * with one shared receive queue for all the QPs, uses too.
+ * is in receiving.hpp (the sleep) and server.hpp (the CM server). rdma_srq_receive, this receiver with
+ * one shared receive queue for all the QPs, shares their bookkeeping (common/multi_receive.hpp).
  *
  * Two ways to connect (see rdma_write for the single-QP versions of both):
  *  - descriptor files (-nc N): one file per connection, "<path>-0000", "<path>-0001", ...;
@@ -17,8 +17,10 @@
  */
 #include "server.hpp"
 
+#include <rdma_samples/device.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
 
 #include <chrono>
@@ -79,12 +81,8 @@ void run(const Args &args)
     }
     //! [qps]
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
-    // Every message is printed as its completion is taken: wr_id is its slot, qp_num its connection.
-    const Receiver receiver{dev.ctx.get(), cq.get(), channel.get(), qps, [&](const ibv_wc &wc, int connection) {
-                                const char *msg = buf.data() + wc.wr_id * max_message_length;
-                                result("Got from sender: \"%.*s\", connection %d", static_cast<int>(wc.byte_len), msg,
-                                       connection);
-                            }};
+    // Every message is printed as its completion is taken (receiving.hpp): wr_id is its slot, qp_num its connection.
+    const Receiver receiver{dev.ctx.get(), cq.get(), channel.get(), qps, buf};
 
     step(4, "post a receive on every QP before any sender can reach it");
     for (int i = 0; i < n; ++i)
@@ -92,7 +90,7 @@ void run(const Args &args)
 
     if (!args.use_cm) {
         step(5, "for each connection: read the sender's descriptor, move to RTR/RTS, answer with ours");
-        connect_by_files(args, dev, qps); // receiving.hpp
+        connect_by_files(args, dev, qps); // common/multi_receive.hpp
         step(6, "sleep on the completion channel until %d message(s) arrived", n);
         wait_for_messages(receiver, n, args.timeout_s, "the messages of " + std::to_string(n) + " connection(s)");
         step(7, "keep the QPs a moment: if an ACK of ours was lost, its sender resends the message");

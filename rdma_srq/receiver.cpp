@@ -6,97 +6,28 @@
  * rdma_multi_conn_receive posts a receive on every QP: N connections need N x depth receive buffers,
  * idle on every quiet connection. Here the QPs have no receive queue of their own: they all take from one
  * shared receive queue (SRQ), a pool of --srq-size buffers. Each message is printed and its slot (wc.wr_id)
- * posted again; the device raises IBV_EVENT_SRQ_LIMIT_REACHED when the pool runs low. The rest is
- * rdma_multi_conn's: its receiving loop (receiving.hpp, server.hpp), its senders (rdma_multi_conn_send,
- * unchanged: an SRQ is the receiver's business alone), its two ways to connect (-nc N descriptor files,
- * or -cm as the server of -nc senders).
+ * posted again; the device raises IBV_EVENT_SRQ_LIMIT_REACHED when the pool runs low (pool.hpp). The
+ * receiving loop (receiving.hpp) sleeps on the completion channel and the device's async fd. The rest is
+ * rdma_multi_conn's: its senders (rdma_multi_conn_send, unchanged: an SRQ is the receiver's business
+ * alone), its two ways to connect (-nc N descriptor files, or -cm as the server of -nc senders), whose
+ * bookkeeping both receivers share (common/multi_receive.hpp).
  */
-#include "../rdma_multi_conn/server.hpp"
 #include "options.hpp"
+#include "pool.hpp"
+#include "receiving.hpp"
 
+#include <rdma_samples/device.hpp>
 #include <rdma_samples/exchange.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/test_control.hpp>
 
 #include <chrono>
 #include <thread>
 
-using namespace rdma_samples;
-
+namespace srq {
 namespace {
-
-/** The pool: one SRQ, the buffer its receives land in, the limit we arm. */
-struct Pool {
-    ibv_srq *srq;
-    const Buffer &buf;
-    const ibv_mr *mr;
-    std::uint32_t limit; ///< the SRQ limit we arm, and re-arm after each event
-};
-
-/** Post buffer slot @p slot into the SRQ: whichever QP's message comes first takes it. */
-void post_srq_receive(const Pool &pool, std::uint64_t slot)
-{
-    //! [post_srq_recv]
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(pool.buf.data() + slot * max_message_length);
-    sge.length = static_cast<std::uint32_t>(max_message_length);
-    sge.lkey = pool.mr->lkey;
-    ibv_recv_wr wr{};
-    wr.wr_id = slot; // comes back in the completion: which slot holds the message
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_srq_recv(pool.srq, &wr, &bad_wr), "ibv_post_srq_recv(slot " + std::to_string(slot) + ")");
-    //! [post_srq_recv]
-}
-
-/** A message arrived in slot wc.wr_id: print it, then give the slot back to the pool. */
-void take_message(const Pool &pool, const ibv_wc &wc, int connection)
-{
-    //! [refill]
-    const char *msg = pool.buf.data() + wc.wr_id * max_message_length; // print it before the slot is reused
-    result("Got from sender: \"%.*s\", connection %d", static_cast<int>(wc.byte_len), msg, connection);
-    post_srq_receive(pool, wc.wr_id); // the slot this message came in goes back to the pool
-    //! [refill]
-}
-
-/** Arm the SRQ limit: the device raises IBV_EVENT_SRQ_LIMIT_REACHED once fewer than pool.limit receives
- *  are left in it. One shot: it disarms itself when it fires. */
-void arm_srq_limit(const Pool &pool)
-{
-    //! [arm_limit]
-    ibv_srq_attr attr{};
-    attr.srq_limit = pool.limit;
-    check_rc(ibv_modify_srq(pool.srq, &attr, IBV_SRQ_LIMIT),
-             "ibv_modify_srq(IBV_SRQ_LIMIT " + std::to_string(pool.limit) + ")");
-    //! [arm_limit]
-}
-
-/** Post every slot into the SRQ, then arm its limit. */
-void fill_pool(const Pool &pool, std::uint32_t size)
-{
-    for (std::uint32_t i = 0; i < size; ++i)
-        post_srq_receive(pool, i);
-    arm_srq_limit(pool);
-}
-
-/** Take the async events already queued, without waiting: print each, re-arm the SRQ limit after its event.
- *  Call it after taking the completions, so that their slots are refilled first. */
-void take_async_events(ibv_context *ctx, const Pool &pool)
-{
-    //! [async]
-    for_each_async_event(ctx, [&](const ibv_async_event &ev) { // taken and acknowledged (async_events.cpp)
-        if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED) {
-            info("IBV_EVENT_SRQ_LIMIT_REACHED: fewer than %u receives were left in the SRQ; refilled, re-armed",
-                 pool.limit);
-            arm_srq_limit(pool); // one shot: arm it again for the next time
-        } else {
-            info("async event: %s", async_event_name(ev.event_type));
-        }
-    });
-    //! [async]
-}
 
 void run(const Args &args, const SrqOptions &opt)
 {
@@ -156,11 +87,9 @@ void run(const Args &args, const SrqOptions &opt)
     //! [qps]
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
     const Pool pool{srq.get(), buf, mr.get(), opt.limit ? opt.limit : (size + 1) / 2};
-    // rdma_multi_conn's receiving loop (receiving.hpp, server.hpp) takes the messages; each goes back to the pool as
-    // it is taken, and the device's async fd is watched for the limit event.
-    auto on_message = [&](const ibv_wc &wc, int connection) { take_message(pool, wc, connection); };
-    const Receiver receiver{dev.ctx.get(), cq.get(),   channel.get(),
-                            qps,           on_message, [&] { take_async_events(dev.ctx.get(), pool); }};
+    // The receiving loop (receiving.hpp) takes the messages; each slot goes back to the pool as its message
+    // is taken, and the device's async fd is watched for the limit event.
+    const Receiver receiver{dev.ctx.get(), cq.get(), channel.get(), qps, pool};
 
     if (opt.hold_ms == 0) {
         step(4, "post %u receives into the SRQ, arm its limit at %u", size, pool.limit);
@@ -176,8 +105,8 @@ void run(const Args &args, const SrqOptions &opt)
         return;
     }
     step(5, "for each connection: read the sender's descriptor, move to RTR/RTS, answer with ours");
-    connect_by_files(args, dev, qps);
-    if (opt.hold_ms > 0) { // every SEND that comes now finds the SRQ empty: RNR NAK
+    connect_by_files(args, dev, qps); // common/multi_receive.hpp
+    if (opt.hold_ms > 0) {            // every SEND that comes now finds the SRQ empty: RNR NAK
         std::this_thread::sleep_for(std::chrono::milliseconds(opt.hold_ms));
         info("posting %u receives into the SRQ only now", size);
         fill_pool(pool, size);
@@ -189,17 +118,18 @@ void run(const Args &args, const SrqOptions &opt)
 } // the QPs (all of them), the SRQ, cq, channel, mr, pd and the device close here
 
 } // namespace
+} // namespace srq
 
 int main(int argc, char **argv)
 {
-    SrqOptions opt;
-    ProgramSpec spec{.name = "rdma_srq_receive",
-                     .role = "receiver",
-                     .summary =
-                         "A shared receive queue: N RC QPs take their receives from one pool; print each message.",
-                     .resource_descriptor = false,
-                     .multi_conn = true,
-                     .rdma_cm = true};
+    rdma_samples::SrqOptions opt;
+    rdma_samples::ProgramSpec spec{
+        .name = "rdma_srq_receive",
+        .role = "receiver",
+        .summary = "A shared receive queue: N RC QPs take their receives from one pool; print each message.",
+        .resource_descriptor = false,
+        .multi_conn = true,
+        .rdma_cm = true};
     add_srq_options(spec, opt);
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+    return run_sample(spec, argc, argv, [&](const rdma_samples::Args &args) { srq::run(args, opt); });
 }

@@ -3,8 +3,8 @@
  * @brief The bookkeeping of an RDMA CM server for many clients, one QP each (rdma_multi_conn).
  *
  * The server's lesson, its loop over CM events (CONNECT_REQUEST -> rdma_accept() or rdma_reject(),
- * ESTABLISHED, DISCONNECTED, rdma_ack_cm_event()), is written out in rdma_multi_conn: sender.cpp and
- * server.hpp, the receivers' loop.
+ * ESTABLISHED, DISCONNECTED, rdma_ack_cm_event()), is written out in rdma_multi_conn: sender.cpp, and
+ * server.hpp, the receiver's loop, around the receivers' switch (multi_receive.hpp).
  * What is kept here is not the lesson: which client has which QP, how each connection fares, when a
  * client's disconnect may be answered, and the final tally.
  */
