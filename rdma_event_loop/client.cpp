@@ -60,7 +60,7 @@ void post(Talk &talk, bool send, int slot, std::uint32_t len)
         wr.sg_list = &sge;
         wr.num_sge = 1;
         ibv_recv_wr *bad = nullptr;
-        check_rc(ibv_post_recv(talk.qp, &wr, &bad), "ibv_post_recv");
+        check_post(ibv_post_recv(talk.qp, &wr, &bad), "ibv_post_recv");
         ++talk.recvs_posted;
         return;
     }
@@ -71,7 +71,7 @@ void post(Talk &talk, bool send, int slot, std::uint32_t len)
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad = nullptr;
-    check_rc(ibv_post_send(talk.qp, &wr, &bad), "ibv_post_send");
+    check_post(ibv_post_send(talk.qp, &wr, &bad), "ibv_post_send");
     ++talk.sends_busy;
 }
 

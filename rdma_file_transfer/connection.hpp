@@ -13,6 +13,7 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
 #include <rdma_samples/device.hpp>
+#include <rdma_samples/text.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <rdma/rdma_cma.h>
@@ -87,7 +88,7 @@ inline ibv_qp_init_attr qp_init_attr(ibv_cq *cq, std::uint32_t max_send_wr, std:
 
 /** @brief The sender's wait, in a try of cm_retry(), for the receiver's answer to rdma_connect() on a
  *  QP of librdmacm's: true once RDMA_CM_EVENT_ESTABLISHED came; false, with CmTry::not_yet saying why,
- *  while nobody listens yet (REJECTED with IB CM reason 8) or nobody answers, for cm_retry() to try
+ *  while nobody listens yet (cm_nobody_listens()) or nobody answers, for cm_retry() to try
  *  again; any other event throws. @param t the try @param timeout_s -t, for messages @return it */
 inline bool established(rdma_samples::CmTry &t, int timeout_s)
 {
@@ -101,12 +102,15 @@ inline bool established(rdma_samples::CmTry &t, int timeout_s)
     const rdma_samples::CmEventPtr ev(raw);
     if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
         return true;
-    if (ev->event != RDMA_CM_EVENT_REJECTED || ev->status != 8) // IB CM reason 8: nobody listens on the port
+    if (!rdma_samples::cm_nobody_listens(*ev)) {
+        const std::string why = rdma_samples::cm_reject_reason(*ev); // a receiver that refused says why
         throw Error("RDMA CM: " + rdma_samples::cm_event_name(ev->event) + " (status " + std::to_string(ev->status) +
-                        ") from " + t.c.peer,
+                        ") from " + t.c.peer + (why.empty() ? "" : ": " + rdma_samples::quote(why, 100)),
                     "is rdma_file_receiver there, with the same -lp, serving nobody else?");
-    t.not_yet = Error("nobody listens on " + t.c.peer + " (RDMA_CM_EVENT_REJECTED, status 8)",
-                      "start rdma_file_receiver there (with the same -lp), or raise -t");
+    }
+    t.not_yet =
+        Error("nobody listens on " + t.c.peer + " (RDMA_CM_EVENT_REJECTED, status " + std::to_string(ev->status) + ")",
+              "start rdma_file_receiver there (with the same -lp), or raise -t");
     t.refused = true;
     return false;
 }

@@ -7,6 +7,7 @@
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
+#include <rdma_samples/cm_server.hpp>
 #include <rdma_samples/cq_channel.hpp>
 #include <rdma_samples/wait.hpp>
 
@@ -26,15 +27,6 @@ struct Events {
     std::string peer;                ///< "the sender" or "the receiver", for messages
     bool peer_gone = false;          ///< DISCONNECTED came: what is still in the CQ is the last of it
 };
-
-/** @brief A second peer while we serve one: refuse its request (it sees REJECTED), forget its cm_id. */
-inline void turn_away(rdma_samples::CmEventPtr ev)
-{
-    rdma_cm_id *other = ev->id;
-    rdma_samples::check_rc(rdma_reject(other, nullptr, 0), "rdma_reject");
-    ev.reset(); // acknowledge the event before destroying its id
-    rdma_destroy_id(other);
-}
 
 /** @brief The next completion, sleeping on the completion channel while there is none.
  *  @param e the connection's channels and clocks @param what what we wait for, for errors
@@ -74,7 +66,8 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
             if (event->event == RDMA_CM_EVENT_DISCONNECTED)
                 e.peer_gone = true; // poll the CQ dry first: a refusal may be waiting there
             else if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST)
-                turn_away(std::move(event)); // one peer at a time
+                rdma_samples::refuse_request(event,
+                                             "one sender at a time: another is being served"); // one peer at a time
         }
     }
     //! [event_loop]

@@ -148,7 +148,7 @@ inline void post_receives(ibv_qp *qp, std::uint32_t n, ControlMessage *msg, std:
         wr.sg_list = &sge;
         wr.num_sge = 1;
         ibv_recv_wr *bad = nullptr;
-        rdma_samples::check_rc(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv");
+        rdma_samples::check_post(ibv_post_recv(qp, &wr, &bad), "ibv_post_recv");
     }
 }
 
@@ -171,7 +171,7 @@ inline void post_send(ibv_qp *qp, ControlMessage *buf, std::uint32_t lkey, const
         wr.imm_data = htobe32(imm);       // immediate data travels in network byte order
     }
     ibv_send_wr *bad = nullptr;
-    rdma_samples::check_rc(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND)");
+    rdma_samples::check_post(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND)");
 }
 
 } // namespace file_transfer

@@ -75,7 +75,7 @@ void run(const Args &args, const ReceiverOptions &opt)
             throw Error("RDMA CM: " + cm_event_name(ev->event) + " before the connection was up",
                         "check the sender's output");
         if (id) { // one sender at a time
-            turn_away(std::move(ev));
+            refuse_request(ev, "one sender at a time: another is being served");
             continue;
         }
         id.reset(ev->id); // the request's new cm_id is this connection's

@@ -140,7 +140,7 @@ void run(const Args &args, const SenderOptions &opt)
         wr.wr.rdma.remote_addr = ring.addr + std::uint64_t{slot} * ring.chunk; // inside the ring (bad_ring())
         wr.wr.rdma.rkey = ring.rkey;
         ibv_send_wr *bad = nullptr;
-        check_rc(ibv_post_send(qp.id->qp, &wr, &bad), "ibv_post_send(RDMA WRITE with immediate)");
+        check_post(ibv_post_send(qp.id->qp, &wr, &bad), "ibv_post_send(RDMA WRITE with immediate)");
         c.slots[slot] = Slot{false, false}; // the receiver owns the slot, and the device our buffer
         //! [chunk_write]
         offset += len;

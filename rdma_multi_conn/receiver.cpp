@@ -43,7 +43,7 @@ void post_receive(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::uint64_t
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv(slot " + std::to_string(slot) + ")");
+    check_post(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv(slot " + std::to_string(slot) + ")");
     //! [post_recv]
 }
 

@@ -45,7 +45,7 @@ static void post_message(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::s
     wr.num_sge = 1;
     wr.send_flags = IBV_SEND_SIGNALED;
     ibv_send_wr *bad_wr = nullptr;
-    check_rc(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(SEND, connection " + std::to_string(conn) + ")");
+    check_post(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(SEND, connection " + std::to_string(conn) + ")");
 }
 
 /** Take every completion the CQ holds; wr_id is the connection. */

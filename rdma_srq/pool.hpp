@@ -40,7 +40,7 @@ inline void post_srq_receive(const Pool &pool, std::uint64_t slot)
     wr.sg_list = &sge;
     wr.num_sge = 1;
     ibv_recv_wr *bad_wr = nullptr;
-    check_rc(ibv_post_srq_recv(pool.srq, &wr, &bad_wr), "ibv_post_srq_recv(slot " + std::to_string(slot) + ")");
+    check_post(ibv_post_srq_recv(pool.srq, &wr, &bad_wr), "ibv_post_srq_recv(slot " + std::to_string(slot) + ")");
     //! [post_srq_recv]
 }
 

@@ -45,8 +45,8 @@ void run(const Args &args, const SrqOptions &opt)
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
     attr.max_srq = test_control_int(TestHook::max_srq, attr.max_srq); // (the tests play a device without SRQs)
     if (attr.max_srq == 0)
-        throw UsageError("device " + dev.name + " has no shared receive queues (max_srq 0)",
-                         "use rdma_multi_conn_receive: each QP then posts its own receives");
+        throw Error("device " + dev.name + " has no shared receive queues (max_srq 0)",
+                    "use rdma_multi_conn_receive: each QP then posts its own receives");
     if (size > static_cast<std::uint32_t>(attr.max_srq_wr))
         throw UsageError("--srq-size " + std::to_string(size) + ": device " + dev.name + " allows at most " +
                              std::to_string(attr.max_srq_wr) + " receives in an SRQ (max_srq_wr)",

@@ -52,7 +52,7 @@ bool cm_event_ready(rdma_event_channel *ch, int wait_ms)
     return n > 0;
 }
 
-std::string reject_reason(const rdma_cm_event &ev)
+std::string cm_reject_reason(const rdma_cm_event &ev)
 {
     // A REJ's private data is the rejecting side's (rdma_reject()), padded with zeros by the CM (148
     // bytes on IB and RoCE): the text up to the first NUL, within the length the event gives.
@@ -82,9 +82,10 @@ Error cm_event_error(const rdma_cm_event &ev, const std::string &what, const std
             return Error(head + ": nobody listens on " + peer, "is the server running on " + peer +
                                                                    "? start it "
                                                                    "first (the side without -sa), with the same -lp");
-        if (const std::string why = reject_reason(ev); !why.empty()) // the server said why: quoted, its text
-            return Error(head + ": the server refused the connection: " + quote(why, 100),
-                         "the server's reason is above; rdma_event_loop_server refuses clients beyond --max-clients");
+        if (const std::string why = cm_reject_reason(ev); !why.empty()) // the server said why: quoted, its text
+            return Error(
+                head + ": the server refused the connection: " + quote(why, 100),
+                "the server's reason is above (a server refuses a client it cannot serve now: one beyond --max-clients, a second sender)");
         return Error(head + ": the server refused the connection",
                      "the server may have all the clients it expects (-nc) or may have stopped; check its output");
     case RDMA_CM_EVENT_CONNECT_ERROR:

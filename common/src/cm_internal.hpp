@@ -33,14 +33,6 @@ inline constexpr int rej_invalid_service_id = 8;
 CmEventPtr next_cm_event(rdma_event_channel *ch, const Deadline &deadline);
 
 /**
- * @brief The reason a REJECTED event carries in its private data (the text rdma_reject() was given, up
- * to its first NUL), or "" when there is none or the event is another.
- * @param ev the event
- * @return the reason, unquoted: the peer's text
- */
-std::string reject_reason(const rdma_cm_event &ev);
-
-/**
  * @brief The Error (with hint) for an unexpected or failure event while waiting for @p what.
  * @param ev   the event that arrived
  * @param what what was waited for

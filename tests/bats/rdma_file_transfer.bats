@@ -296,6 +296,7 @@ killed_midway() {
     wait_for_line receiver "step 4:"
     run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/f"
     assert_line --regexp "^sender: step 2 failed: RDMA CM: RDMA_CM_EVENT_REJECTED \(status 28\) from "
+    assert_output --partial '"one sender at a time: another is being served"' # the REJ's reason, quoted
     wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
     wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
     cmp "$IN/f" "$OUT/f"

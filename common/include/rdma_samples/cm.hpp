@@ -175,6 +175,14 @@ CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
  */
 bool cm_nobody_listens(const rdma_cm_event &ev);
 
+/**
+ * @brief The reason a REJECTED event carries in its private data (the text rdma_reject() was given, up
+ * to its first NUL), or "" when there is none or the event is another.
+ * @param ev the event
+ * @return the reason, unquoted: the peer's text
+ */
+std::string cm_reject_reason(const rdma_cm_event &ev);
+
 /** @brief The hint for a failed rdma_resolve_addr(). @param err its errno @return the hint */
 std::string cm_addr_hint(int err);
 /** @brief The hint for a failed rdma_resolve_route() (ENODEV: a loopback address on RoCE).
