@@ -153,20 +153,21 @@ void run(const Args &args)
          args.listen_port);
     Welcome welcome;
     //! [connect]
-    CmConnection cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &t) {
-        rdma_cm_id *id = t.c.id.get();
-        if (!t.resolve(dev)) // address and route (rdma_write's step 4 writes them out)
+    CmConnection cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &this_try) {
+        rdma_cm_id *id = this_try.conn.id.get();
+        if (!this_try.resolve(dev)) // address and route (rdma_write's step 4 writes them out)
             return false;
         rdma_conn_param param = cm_conn_param(qp.get());
-        if (t.refused_at_once(rdma_connect(id, &param))) // (iWARP: nobody listens yet; else check_rc())
+        if (this_try.refused_at_once(rdma_connect(id, &param))) // (iWARP: nobody listens yet; else check_rc())
             return false;
         // On iWARP the kernel takes the QP to RTS and the first event is ESTABLISHED (rdma_write's step 4).
         const bool iwarp = is_iwarp(dev);
-        CmEventPtr rep = t.event(iwarp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE,
-                                 "the server to accept"); // a REJ: its reason
+        CmEventPtr rep = this_try.event(iwarp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE,
+                                        "the server to accept"); // a REJ: its reason
         if (!rep)
             return false;
-        welcome = read_welcome(rep->param.conn, t.c.peer); // the peer's text: checked before use (options.hpp)
+        welcome =
+            read_welcome(rep->param.conn, this_try.conn.peer); // the peer's text: checked before use (options.hpp)
         if (!iwarp) {
             cm_ready_qp(id, qp.get());
             check_rc(rdma_establish(id), "rdma_establish");

@@ -89,29 +89,29 @@ inline ibv_qp_init_attr qp_init_attr(ibv_cq *cq, std::uint32_t max_send_wr, std:
 /** @brief The sender's wait, in a try of cm_retry(), for the receiver's answer to rdma_connect() on a
  *  QP of librdmacm's: true once RDMA_CM_EVENT_ESTABLISHED came; false, with CmTry::not_yet saying why,
  *  while nobody listens yet (cm_nobody_listens()) or nobody answers, for cm_retry() to try
- *  again; any other event throws. @param t the try @param timeout_s -t, for messages @return it */
-inline bool established(rdma_samples::CmTry &t, int timeout_s)
+ *  again; any other event throws. @param this_try the try @param timeout_s -t, for messages @return it */
+inline bool established(rdma_samples::CmTry &this_try, int timeout_s)
 {
-    if (!rdma_samples::cm_event_ready(t.c.channel.get(), t.deadline.left_ms())) {
-        t.not_yet = rdma_samples::timeout_error(timeout_s, "the receiver to accept",
-                                                "is rdma_file_receiver running on " + t.c.peer + "?");
+    if (!rdma_samples::cm_event_ready(this_try.conn.channel.get(), this_try.deadline.left_ms())) {
+        this_try.not_yet = rdma_samples::timeout_error(timeout_s, "the receiver to accept",
+                                                       "is rdma_file_receiver running on " + this_try.conn.peer + "?");
         return false;
     }
     rdma_cm_event *raw = nullptr;
-    check_rc(rdma_get_cm_event(t.c.channel.get(), &raw), "rdma_get_cm_event");
+    check_rc(rdma_get_cm_event(this_try.conn.channel.get(), &raw), "rdma_get_cm_event");
     const rdma_samples::CmEventPtr ev(raw);
     if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
         return true;
     if (!rdma_samples::cm_nobody_listens(*ev)) {
         const std::string why = rdma_samples::cm_reject_reason(*ev); // a receiver that refused says why
         throw Error("RDMA CM: " + rdma_samples::cm_event_name(ev->event) + " (status " + std::to_string(ev->status) +
-                        ") from " + t.c.peer + (why.empty() ? "" : ": " + rdma_samples::quote(why, 100)),
+                        ") from " + this_try.conn.peer + (why.empty() ? "" : ": " + rdma_samples::quote(why, 100)),
                     "is rdma_file_receiver there, with the same -lp, serving nobody else?");
     }
-    t.not_yet =
-        Error("nobody listens on " + t.c.peer + " (RDMA_CM_EVENT_REJECTED, status " + std::to_string(ev->status) + ")",
-              "start rdma_file_receiver there (with the same -lp), or raise -t");
-    t.refused = true;
+    this_try.not_yet = Error("nobody listens on " + this_try.conn.peer + " (RDMA_CM_EVENT_REJECTED, status " +
+                                 std::to_string(ev->status) + ")",
+                             "start rdma_file_receiver there (with the same -lp), or raise -t");
+    this_try.refused = true;
     return false;
 }
 

@@ -56,9 +56,9 @@ void run(const Args &args, const SenderOptions &opt)
     CmQp qp;
     //! [connect]
     // Like a TCP client, again while nobody listens: cm_retry() (chapter 9) gives each try a new cm_id.
-    cm = cm_retry(args.cm_server(), args.timeout_s, nullptr, [&](CmTry &t) {
-        rdma_cm_id *id = t.c.id.get();
-        if (!t.resolve(dev)) // address and route (rdma_write's step 4); the device must be the one -d names
+    cm = cm_retry(args.cm_server(), args.timeout_s, nullptr, [&](CmTry &this_try) {
+        rdma_cm_id *id = this_try.conn.id.get();
+        if (!this_try.resolve(dev)) // address and route (rdma_write's step 4); the device must be the one -d names
             return false;
         // A CQ per try: the QP of a try that failed may leave flushed receives in its CQ.
         const std::uint32_t send_depth = max_window + 4, recv_depth = max_window + 2; // WRITEs, messages; credits
@@ -66,13 +66,13 @@ void run(const Args &args, const SenderOptions &opt)
                        "ibv_create_cq"));
         ibv_qp_init_attr init = qp_init_attr(cq.get(), send_depth, recv_depth);
         check_rc(rdma_create_qp(id, pd.get(), &init), "rdma_create_qp"); // librdmacm moves it INIT..RTS
-        CmQp this_try(id); // (a failed try's QP goes before cm_retry() destroys its cm_id)
+        CmQp try_qp(id); // (a failed try's QP goes before cm_retry() destroys its cm_id)
         post_receives(id->qp, recv_depth, msgs, msg_mr->lkey); // before the receiver can SEND
         rdma_conn_param param = cm_conn_param(id->qp);
         check_rc(rdma_connect(id, &param), "rdma_connect");
-        if (!established(t, args.timeout_s)) // ESTABLISHED: librdmacm took our QP to RTR and RTS, sent the RTU
+        if (!established(this_try, args.timeout_s)) // ESTABLISHED: librdmacm took our QP to RTR and RTS, sent the RTU
             return false;
-        qp = std::move(this_try);
+        qp = std::move(try_qp);
         return true;
     });
     //! [connect]

@@ -73,7 +73,7 @@ void run(const Args &args, const ClientOptions &opt)
         // 1.6 s, never past -t, and tries again with a new cm_id.
         const CmBackoff backoff{.first_ms = 100, .max_ms = 1600};
         auto attempt = [&](CmTry &this_try) {
-            rdma_cm_id *id = this_try.c.id.get();
+            rdma_cm_id *id = this_try.conn.id.get();
             if (!this_try.resolve(dev)) // address and route (rdma_write's step 4 writes them out)
                 return false;
             rdma_conn_param param = cm_conn_param(qp.get());

@@ -121,30 +121,31 @@ static void run(const Args &args)
         // Four calls, each answered by an event on the connection's channel. cm_retry() gives each try a
         // new cm_id and tries again while the server is not there yet, as a TCP client retries a refused
         // connect(), until -t runs out. (Later pairs make the same calls in one: cm_connect().)
-        cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &t) {
-            rdma_cm_id *id = t.c.id.get();
+        cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &this_try) {
+            rdma_cm_id *id = this_try.conn.id.get();
             // 1. Address: which local device and port reach the server (like ARP plus a routing lookup).
-            check_rc(rdma_resolve_addr(id, nullptr, t.dst, t.resolve_ms()), "rdma_resolve_addr(" + t.c.peer + ")",
-                     cm_addr_hint);
-            if (!t.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + t.c.peer))
+            check_rc(rdma_resolve_addr(id, nullptr, this_try.dst, this_try.resolve_ms()),
+                     "rdma_resolve_addr(" + this_try.conn.peer + ")", cm_addr_hint);
+            if (!this_try.event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + this_try.conn.peer))
                 return false;         // no answer yet: try again
             check_cm_device(id, dev); // the device that reaches it must be the one we opened
             // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
-            check_rc(rdma_resolve_route(id, t.left_ms()), "rdma_resolve_route(" + t.c.peer + ")", cm_route_hint);
-            t.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + t.c.peer);
-            t.say_route(); // on the first try: which device and port reach the server
+            check_rc(rdma_resolve_route(id, this_try.left_ms()), "rdma_resolve_route(" + this_try.conn.peer + ")",
+                     cm_route_hint);
+            this_try.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + this_try.conn.peer);
+            this_try.say_route(); // on the first try: which device and port reach the server
             // 3. Connect: the CM sends our QPN and PSN in a REQ; the server's REP carries its own.
             rdma_conn_param param = cm_conn_param(qp.get()); // we READ nothing: no depth to ask for
             // (On iWARP, a server that is not listening yet refuses the TCP connect inside rdma_connect().)
-            if (t.refused_at_once(rdma_connect(id, &param))) // check_rc() for any other failure
-                return false;                                // nobody listens yet: try again
+            if (this_try.refused_at_once(rdma_connect(id, &param))) // check_rc() for any other failure
+                return false;                                       // nobody listens yet: try again
             if (is_iwarp(dev)) {
                 // iWARP (siw, E810, Chelsio): the connect is a TCP connection plus an MPA handshake, and the
                 // kernel's iWARP CM moves our QP to RTS itself when they are done. No REP to answer and no
                 // RTU: the first event is ESTABLISHED (rdma_init_qp_attr() would give nothing for RTS).
-                return t.event(RDMA_CM_EVENT_ESTABLISHED, "the server to accept") != nullptr;
+                return this_try.event(RDMA_CM_EVENT_ESTABLISHED, "the server to accept") != nullptr;
             }
-            if (!t.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"))
+            if (!this_try.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept"))
                 return false; // nobody listens yet: try again
             // 4. The QP is ours, not the CM's: we take it to RTR and RTS with the attributes the CM agreed
             //    (cm_ready_qp(): rdma_init_qp_attr(), ibv_modify_qp()), then send the RTU, which makes the

@@ -173,27 +173,28 @@ CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
     if (expected == RDMA_CM_EVENT_ADDR_RESOLVED) {
         // As short as the resolution itself (and a second for its event): no answer means try again.
         CmEventPtr ev =
-            next_cm_event(c.channel.get(), Deadline::in_ms(std::min(deadline.left_ms(), resolve_ms() + 1000)));
+            next_cm_event(conn.channel.get(), Deadline::in_ms(std::min(deadline.left_ms(), resolve_ms() + 1000)));
         if (!ev || (ev->event == RDMA_CM_EVENT_ADDR_ERROR && ev->status == -ETIMEDOUT)) {
-            not_yet = timeout_error(
-                timeout_s, what, "no answer from " + c.peer + ": is the server's machine up and reachable (ping it)?");
+            not_yet =
+                timeout_error(timeout_s, what,
+                              "no answer from " + conn.peer + ": is the server's machine up and reachable (ping it)?");
             return nullptr;
         }
         if (ev->event != RDMA_CM_EVENT_ADDR_RESOLVED)
-            throw cm_event_error(*ev, what, c.peer);
+            throw cm_event_error(*ev, what, conn.peer);
         return ev;
     }
     if (expected == RDMA_CM_EVENT_CONNECT_RESPONSE || expected == RDMA_CM_EVENT_ESTABLISHED) {
-        CmEventPtr ev = next_cm_event(c.channel.get(), deadline);
+        CmEventPtr ev = next_cm_event(conn.channel.get(), deadline);
         if (!ev) {
             not_yet = timeout_error(timeout_s, what,
-                                    "is the server running on " + c.peer +
+                                    "is the server running on " + conn.peer +
                                         "? raise -t if it is just slow (a server on an iWARP device never answers a "
                                         "RoCE client: the two transports do not talk)");
             return nullptr;
         }
         if (cm_nobody_listens(*ev)) {
-            not_yet = cm_event_error(*ev, what, c.peer);
+            not_yet = cm_event_error(*ev, what, conn.peer);
             refused = true;
             return nullptr;
         }
@@ -201,21 +202,21 @@ CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
         // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead, and so does
         // every client on iWARP (the kernel's iWARP CM takes the QP to RTS: cm_ready_qp()).
         if (ev->event != expected || ev->status != 0)
-            throw cm_event_error(*ev, what, c.peer);
+            throw cm_event_error(*ev, what, conn.peer);
         return ev;
     }
-    return expect_cm_event(c.channel.get(), expected, deadline, what, c.peer);
+    return expect_cm_event(conn.channel.get(), expected, deadline, what, conn.peer);
 }
 
 bool CmTry::resolve(const Device &dev)
 {
-    rdma_cm_id *id = c.id.get();
-    check_rc(rdma_resolve_addr(id, nullptr, dst, resolve_ms()), "rdma_resolve_addr(" + c.peer + ")", cm_addr_hint);
-    if (!event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + c.peer))
+    rdma_cm_id *id = conn.id.get();
+    check_rc(rdma_resolve_addr(id, nullptr, dst, resolve_ms()), "rdma_resolve_addr(" + conn.peer + ")", cm_addr_hint);
+    if (!event(RDMA_CM_EVENT_ADDR_RESOLVED, "the address of " + conn.peer))
         return false;
     check_cm_device(id, dev);
-    check_rc(rdma_resolve_route(id, left_ms()), "rdma_resolve_route(" + c.peer + ")", cm_route_hint);
-    event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + c.peer);
+    check_rc(rdma_resolve_route(id, left_ms()), "rdma_resolve_route(" + conn.peer + ")", cm_route_hint);
+    event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + conn.peer);
     return true;
 }
 
@@ -223,8 +224,8 @@ bool CmTry::refused_at_once(int rc)
 {
     if (rc != 0 && errno == ECONNREFUSED) {
         not_yet =
-            Error("rdma_connect: nobody listens on " + c.peer + " (ECONNREFUSED)",
-                  "is the server running on " + c.peer +
+            Error("rdma_connect: nobody listens on " + conn.peer + " (ECONNREFUSED)",
+                  "is the server running on " + conn.peer +
                       "? start it first (the side without -sa), with the same -lp (a server on a RoCE or InfiniBand "
                       "device never answers an iWARP client: the two transports do not talk)");
         refused = true;
@@ -237,8 +238,8 @@ bool CmTry::refused_at_once(int rc)
 void CmTry::say_route() const
 {
     if (first)
-        info("RDMA CM: %s is reachable through %s port %u", c.peer.c_str(), ibv_get_device_name(c.id->verbs->device),
-             c.id->port_num);
+        info("RDMA CM: %s is reachable through %s port %u", conn.peer.c_str(),
+             ibv_get_device_name(conn.id->verbs->device), conn.id->port_num);
 }
 
 CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
@@ -251,15 +252,15 @@ CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
     int wait_ms = backoff.first_ms;
     for (int n = 1;; ++n) {
         CmTry this_try{.dst = dst.get(), .deadline = deadline, .timeout_s = timeout_s, .first = n == 1};
-        this_try.c.peer = peer;
-        this_try.c.qp = qp;
-        this_try.c.channel = create_event_channel();
+        this_try.conn.peer = peer;
+        this_try.conn.qp = qp;
+        this_try.conn.channel = create_event_channel();
         rdma_cm_id *id = nullptr;
-        check_rc(rdma_create_id(this_try.c.channel.get(), &id, nullptr, ps),
+        check_rc(rdma_create_id(this_try.conn.channel.get(), &id, nullptr, ps),
                  ps == RDMA_PS_UDP ? "rdma_create_id(RDMA_PS_UDP)" : "rdma_create_id");
-        this_try.c.id.reset(id);
+        this_try.conn.id.reset(id);
         if (attempt(this_try))
-            return std::move(this_try.c);
+            return std::move(this_try.conn);
         const Error why = this_try.not_yet.value_or(timeout_error(timeout_s, "the server at " + peer));
         if (this_try.refused)
             refused = why;
@@ -277,7 +278,7 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
 {
     // The calls of rdma_write/requester.cpp's step 4, and one check more: the depth the server grants.
     return cm_retry(server, timeout_s, qp, [&](CmTry &this_try) {
-        rdma_cm_id *id = this_try.c.id.get();
+        rdma_cm_id *id = this_try.conn.id.get();
         // 1. and 2. Address and route: which local device and port reach the server, and the path to it.
         if (!this_try.resolve(dev))
             return false;

@@ -14,24 +14,24 @@ CmUdPeer cm_ud_connect(const CmServerAddr &server, int timeout_s, const Device &
     p.cm = cm_retry(
         server, timeout_s, nullptr,
         [&](CmTry &this_try) {
-            rdma_cm_id *id = this_try.c.id.get();
+            rdma_cm_id *id = this_try.conn.id.get();
             if (!this_try.resolve(dev)) // address and route, as for RC
                 return false;
 
             rdma_conn_param param{};
             param.qp_num = qp->qp_num; // our own QP: the server learns it only from our datagrams anyway
             check_rc(rdma_connect(id, &param), "rdma_connect(SIDR request)");
-            CmEventPtr ev = next_cm_event(this_try.c.channel.get(), this_try.deadline);
+            CmEventPtr ev = next_cm_event(this_try.conn.channel.get(), this_try.deadline);
             if (!ev || ev->event == RDMA_CM_EVENT_UNREACHABLE) { // no answer, or (status > 0) nobody listens
                 this_try.refused = ev && ev->status > 0;
                 this_try.not_yet =
-                    timeout_error(timeout_s, "the UD server at " + this_try.c.peer + " to answer (SIDR reply)",
-                                  "is the receiver running with -cm and the same -lp on " + this_try.c.peer +
+                    timeout_error(timeout_s, "the UD server at " + this_try.conn.peer + " to answer (SIDR reply)",
+                                  "is the receiver running with -cm and the same -lp on " + this_try.conn.peer +
                                       "? raise -t if it is just slow");
                 return false;
             }
             if (ev->event != RDMA_CM_EVENT_ESTABLISHED || ev->status != 0)
-                throw cm_event_error(*ev, "the server's answer (SIDR reply)", this_try.c.peer);
+                throw cm_event_error(*ev, "the server's answer (SIDR reply)", this_try.conn.peer);
             //! [ud_param]
             // The answer: how to address the server's UD QP. ah_attr is the address vector (is_global, the
             // server's GID, our GID index, port): what ibv_create_ah() takes. qp_num and qkey go into every

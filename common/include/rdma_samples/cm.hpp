@@ -95,7 +95,7 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
  * to connect cannot be used again), made by cm_retry() and handed to the code that makes the calls.
  */
 struct CmTry {
-    CmConnection c{};                  ///< this try's channel and cm_id: the connection, if it succeeds
+    CmConnection conn{};               ///< this try's channel and cm_id: the connection, if it succeeds
     sockaddr *dst = nullptr;           ///< the server's address (`-sa`, `-sat`, `-lp`)
     const Deadline &deadline;          ///< the whole connect's bound (`-t`)
     int timeout_s = 0;                 ///< `-t`, for messages
