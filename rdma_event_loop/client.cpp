@@ -10,6 +10,7 @@
  * server that drops us is noticed at once.
  */
 #include "options.hpp"
+#include "talk.hpp"
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
@@ -34,47 +35,6 @@ using namespace event_loop;
 namespace {
 
 ClientOptions opt;
-constexpr std::size_t slot_size = 2 * max_message_length; // room for "TEXT #i" and a server that sends more
-
-/** The client's side of the conversation: its objects, its credits, what it has sent and got back. */
-struct Talk {
-    ibv_qp *qp;
-    ibv_cq *cq;
-    ibv_comp_channel *channel;
-    rdma_event_channel *cm;
-    const Buffer &buf;
-    const ibv_mr *mr;
-    int window = 0; // messages we may have out: the credits the server granted
-    std::vector<std::string> sent;
-    int echoes = 0, recvs_posted = 0, sends_busy = 0;
-    int timeout_s;
-};
-
-void post(Talk &talk, bool send, int slot, std::uint32_t len)
-{
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(talk.buf.data() + static_cast<std::size_t>(slot) * slot_size), len,
-                talk.mr->lkey};
-    if (!send) {
-        ibv_recv_wr wr{};
-        wr.wr_id = static_cast<std::uint64_t>(slot);
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr *bad = nullptr;
-        check_post(ibv_post_recv(talk.qp, &wr, &bad), "ibv_post_recv");
-        ++talk.recvs_posted;
-        return;
-    }
-    ibv_send_wr wr{};
-    wr.wr_id = static_cast<std::uint64_t>(slot);
-    wr.opcode = IBV_WR_SEND;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr *bad = nullptr;
-    check_post(ibv_post_send(talk.qp, &wr, &bad), "ibv_post_send");
-    ++talk.sends_busy;
-}
-
 /** One completion: an echo (check it against what we sent, post its receive again) or a SEND done. */
 void take(Talk &talk, const ibv_wc &wc)
 {
@@ -95,7 +55,7 @@ void take(Talk &talk, const ibv_wc &wc)
     ++talk.echoes;
     result("echo %d: \"%s\" (%zu bytes), byte for byte as sent", talk.echoes, want.c_str(), want.size());
     if (talk.echoes + talk.recvs_posted < opt.count)
-        post(talk, false, static_cast<int>(wc.wr_id), slot_size); // a receive for a later echo
+        post_receive(talk, static_cast<int>(wc.wr_id)); // a receive for a later echo
 }
 
 /** Sleep (bounded by @p wait_ms) until a completion or a CM event; take what came. A CM event here
@@ -175,13 +135,19 @@ void run(const Args &args)
         return true;
     });
     //! [connect]
-    Talk talk{qp.get(), cq.get(), channel.get(), cm.channel.get(), buf, mr.get(), {}, {}, 0, 0, 0, args.timeout_s};
+    Talk talk{.qp = qp.get(),
+              .cq = cq.get(),
+              .channel = channel.get(),
+              .cm = cm.channel.get(),
+              .buf = buf,
+              .mr = mr.get(),
+              .timeout_s = args.timeout_s};
     talk.window = std::min<int>(welcome.credits, opt.count);
     info("connected; the server grants %u credits: up to %d message(s) out at once", welcome.credits, talk.window);
 
     step(5, "post %d receive(s), then SEND %d message(s), never more out than the credits", talk.window, opt.count);
     for (int slot = 0; slot < talk.window; ++slot)
-        post(talk, false, slot, slot_size); // before the first SEND: an echo never finds no receive
+        post_receive(talk, slot); // before the first SEND: an echo never finds no receive
     //! [credits]
     for (int i = 0; i < opt.count; ++i) {
         // Out: sent and not echoed yet. At the window, wait for an echo: it gives its credit back.
@@ -194,7 +160,7 @@ void run(const Args &args)
         const int slot = max_credits + (i % talk.window); // the oldest send slot: sends complete in order
         std::memcpy(buf.data() + static_cast<std::size_t>(slot) * slot_size, talk.sent.back().data(),
                     talk.sent.back().size());
-        post(talk, true, slot, static_cast<std::uint32_t>(talk.sent.back().size()));
+        post_send(talk, slot, static_cast<std::uint32_t>(talk.sent.back().size()));
     }
     //! [credits]
     wait_until(
