@@ -38,38 +38,38 @@ struct Connection {
  *  an honest receiver never has two messages in flight, and a second one is caught here, at its own
  *  completion. */
 template <typename Ready>
-void wait_until(Connection &c, const std::string &what, Ready ready)
+void wait_until(Connection &conn, const std::string &what, Ready ready)
 {
     while (!ready()) {
-        const ibv_wc wc = next_completion(c.link.events, what);
-        if (c.link.completed_send(wc)) // our SEND was acknowledged (checked and counted)
+        const ibv_wc wc = next_completion(conn.link.events, what);
+        if (conn.link.completed_send(wc)) // our SEND was acknowledged (checked and counted)
             continue;
         if (wc.wr_id >= write_wr_id) { // our WRITE into slot wr_id - write_wr_id was acknowledged
             rdma_samples::check_wc(wc, IBV_WC_RDMA_WRITE, "our WRITE with immediate");
-            c.slots.at(wc.wr_id - write_wr_id).written = true;
+            conn.slots.at(wc.wr_id - write_wr_id).written = true;
             continue;
         }
         rdma_samples::check_wc(wc, IBV_WC_RECV, "a receive");
         if (wc.wc_flags & IBV_WC_WITH_IMM) { // a credit: zero bytes, the slot in the immediate value
             const std::uint32_t slot = be32toh(wc.imm_data);
-            check_credit(wc.byte_len, slot, slot < c.slots.size() && !c.slots[slot].credited);
-            c.slots[slot].credited = true;
+            check_credit(wc.byte_len, slot, slot < conn.slots.size() && !conn.slots[slot].credited);
+            conn.slots[slot].credited = true;
         } else {
-            const ControlMessage m = read_message(c.link.msgs[0], wc.byte_len, "the receiver");
-            check_answer(m, c.reply_due, c.slots, what); // (a second message finds reply_due false)
-            c.message = m;
-            c.reply_due = false;
+            const ControlMessage m = read_message(conn.link.msgs[0], wc.byte_len, "the receiver");
+            check_answer(m, conn.reply_due, conn.slots, what); // (a second message finds reply_due false)
+            conn.message = m;
+            conn.reply_due = false;
         }
-        c.link.post_receive(); // give the receive back at once
+        conn.link.post_receive(); // give the receive back at once
     }
 }
 
 /** @brief The receiver's next message, which must be of @p type (a refusal throws its reason). */
-inline ControlMessage expect_message(Connection &c, MessageType type, const std::string &what)
+inline ControlMessage expect_message(Connection &conn, MessageType type, const std::string &what)
 {
-    wait_until(c, what, [&] { return c.message.has_value(); });
-    const ControlMessage m = *c.message;
-    c.message.reset();
+    wait_until(conn, what, [&] { return conn.message.has_value(); });
+    const ControlMessage m = *conn.message;
+    conn.message.reset();
     expect_type(m, type, "the receiver", what);
     return m;
 }

@@ -102,10 +102,15 @@ void run(const Args &args, const ReceiverOptions &opt)
     }
     //! [accept]
     info("connected to %s", addr_to_string(rdma_get_peer_addr(id.get())).c_str());
-    Link link{{cq.get(), channel.get(), listener.channel.get(), args.timeout_s, Deadline(opt.deadline_s), "the sender"},
-              id->qp,
-              msgs,
-              msg_mr->lkey};
+    Link link{.events = {.cq = cq.get(),
+                         .channel = channel.get(),
+                         .cm_channel = listener.channel.get(),
+                         .timeout_s = args.timeout_s,
+                         .transfer = Deadline(opt.deadline_s),
+                         .peer = "the sender"},
+              .qp = id->qp,
+              .msgs = msgs,
+              .lkey = msg_mr->lkey};
 
     step(3, "receive the offer, check the name and the destination, SEND the ring");
     const ControlMessage offer = next_message(link, MessageType::offer, "the sender's offer");

@@ -76,14 +76,18 @@ void run(const Args &args, const SenderOptions &opt)
         return true;
     });
     //! [connect]
-    Connection c{
-        Link{{cq.get(), channel.get(), cm.channel.get(), args.timeout_s, Deadline(opt.deadline_s), "the receiver"},
-             qp.id->qp,
-             msgs,
-             msg_mr->lkey}};
+    Connection conn{.link = {.events = {.cq = cq.get(),
+                                        .channel = channel.get(),
+                                        .cm_channel = cm.channel.get(),
+                                        .timeout_s = args.timeout_s,
+                                        .transfer = Deadline(opt.deadline_s),
+                                        .peer = "the receiver"},
+                             .qp = qp.id->qp,
+                             .msgs = msgs,
+                             .lkey = msg_mr->lkey}};
     auto send = [&](const ControlMessage &m) { // and wait until it is delivered
-        c.link.post_message(m);
-        wait_until(c, "our SEND to complete", [&] { return c.link.sends == 0; });
+        conn.link.post_message(m);
+        wait_until(conn, "our SEND to complete", [&] { return conn.link.sends == 0; });
     };
 
     step(3, "SEND the offer: %llu bytes, the name %s (protocol version %u)", static_cast<unsigned long long>(src.size),
@@ -91,13 +95,13 @@ void run(const Args &args, const SenderOptions &opt)
     ControlMessage offer = make_message(MessageType::offer, opt.name);
     offer.version = htole16(test_fault().version); // (the test hook may announce another version)
     offer.length = src.size;
-    c.reply_due = true; // the ring, or a refusal
+    conn.reply_due = true; // the ring, or a refusal
     send(offer);
 
     step(4, "receive the ring (addr, rkey, chunk, slots), check it, and register our own chunk buffers");
-    const ControlMessage ring = expect_message(c, MessageType::ring, "the receiver's ring");
+    const ControlMessage ring = expect_message(conn, MessageType::ring, "the receiver's ring");
     if (const std::optional<Error> why = bad_ring(ring))
-        c.link.refuse(*why);
+        conn.link.refuse(*why);
     // Only what the file needs: a 100-byte file into a ring of 4 x 1 MiB takes one buffer of 100 bytes.
     const std::uint64_t chunks_needed = (src.size + ring.chunk - 1) / ring.chunk;
     const std::uint32_t used =
@@ -108,7 +112,7 @@ void run(const Args &args, const SenderOptions &opt)
     chunks.emplace(std::max<std::size_t>(std::size_t{used} * buffer_size, 1));
     // Our device only reads these bytes (the WRITEs' source): no access flag is needed.
     chunk_mr.reset(check(ibv_reg_mr(pd.get(), chunks->data(), chunks->size(), 0), "ibv_reg_mr"));
-    c.slots.assign(used, Slot{});
+    conn.slots.assign(used, Slot{});
 
     step(5, "read, hash and WRITE the file chunk after chunk, each with an immediate naming its slot");
     Progress progress(src.size, "sent");
@@ -117,8 +121,8 @@ void run(const Args &args, const SenderOptions &opt)
     for (std::uint64_t k = 0; offset < src.size; ++k) {
         //! [credit_loop]
         const std::uint32_t slot = static_cast<std::uint32_t>(k % used);
-        wait_until(c, "the credit of slot " + std::to_string(slot),
-                   [&] { return c.slots[slot].credited && c.slots[slot].written; });
+        wait_until(conn, "the credit of slot " + std::to_string(slot),
+                   [&] { return conn.slots[slot].credited && conn.slots[slot].written; });
         char *local = chunks->data() + std::size_t{slot} * buffer_size;
         const std::size_t want = std::min<std::uint64_t>(ring.chunk, src.size - offset);
         const std::size_t len = read_at(src.fd.get(), local, want, offset);
@@ -141,7 +145,7 @@ void run(const Args &args, const SenderOptions &opt)
         wr.wr.rdma.rkey = ring.rkey;
         ibv_send_wr *bad = nullptr;
         check_post(ibv_post_send(qp.id->qp, &wr, &bad), "ibv_post_send(RDMA WRITE with immediate)");
-        c.slots[slot] = Slot{false, false}; // the receiver owns the slot, and the device our buffer
+        conn.slots[slot] = Slot{false, false}; // the receiver owns the slot, and the device our buffer
         //! [chunk_write]
         offset += len;
         progress.update(offset);
@@ -149,35 +153,36 @@ void run(const Args &args, const SenderOptions &opt)
             std::this_thread::sleep_for(std::chrono::milliseconds(test_fault().pause_ms));
     }
     if (const std::optional<Error> changed = changed_while_sent(src, offset, opt.file))
-        c.link.refuse(*changed);
+        conn.link.refuse(*changed);
     const Digest digest = sha.final();
     ControlMessage done = make_message(MessageType::done);
     done.length = offset;
     done.digest = digest;
-    c.reply_due = true; // the verdict
-    send(done);         // on RC it arrives after every WRITE before it
+    conn.reply_due = true; // the verdict
+    send(done);            // on RC it arrives after every WRITE before it
     progress.finish();
     result("%s  %s", hex(digest).c_str(), opt.file.c_str()); // sha256sum's format
 
     step(6, "receive the verdict, and compare the digest the receiver computed with ours");
-    const ControlMessage verdict = expect_message(c, MessageType::verdict, "the verdict");
+    const ControlMessage verdict = expect_message(conn, MessageType::verdict, "the verdict");
     if (verdict.flags > 1)
-        c.link.refuse(Error("the receiver's verdict has flags " + std::to_string(verdict.flags) + "; expected 0 or 1",
-                            "the receiver does not follow the protocol"));
+        conn.link.refuse(
+            Error("the receiver's verdict has flags " + std::to_string(verdict.flags) + "; expected 0 or 1",
+                  "the receiver does not follow the protocol"));
     check_verdict(verdict, digest); // never success on the receiver's word alone
     result("Receiver's digest matches ours: %s", hex(verdict.digest).c_str());
 
     step(7, "SEND our ID %s and receive the key", quote(opt.id).c_str());
-    c.reply_due = true; // the key, a receipt or a refusal
+    conn.reply_due = true; // the key, a receipt or a refusal
     send(make_message(MessageType::id, opt.id));
-    wait_until(c, "the key", [&] { return c.message.has_value(); });
-    const bool is_key = c.message->type == static_cast<std::uint16_t>(MessageType::key);
-    const ControlMessage answer = expect_message(c, is_key ? MessageType::key : MessageType::receipt, "the key");
+    wait_until(conn, "the key", [&] { return conn.message.has_value(); });
+    const bool is_key = conn.message->type == static_cast<std::uint16_t>(MessageType::key);
+    const ControlMessage answer = expect_message(conn, is_key ? MessageType::key : MessageType::receipt, "the key");
     result("%s from receiver: %s", is_key ? "Key" : "Receipt", quote(answer.text, max_text).c_str());
 
     step(8, "disconnect (RDMA CM)");
     check_rc(rdma_disconnect(cm.id.get()), "rdma_disconnect");
-    if (!c.link.events.peer_gone)
+    if (!conn.link.events.peer_gone)
         expect_cm_event(cm.channel.get(), RDMA_CM_EVENT_DISCONNECTED, args.timeout_s, "the disconnect", cm.peer);
 } // the QP (rdma_destroy_qp), chunk_mr, the buffers, cq, the cm_id and its channel, msg_mr, pd go here, in that order
 
