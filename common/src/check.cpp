@@ -208,44 +208,44 @@ static int errno_of(int rc)
     return errno != 0 ? errno : EINVAL;
 }
 
-void check_post(int rc, const std::string &call)
+// A post returns the errno itself, never -1 with errno set; libsiw returns it negated.
+static int post_errno(int rc)
+{
+    return rc > 0 ? rc : -rc;
+}
+
+// The one ending of check_rc() and check_post(): nothing for 0, else the error for @p err, with the
+// caller's hint or the table's.
+static void report(int rc, const std::string &call, int err, const std::function<std::string(int)> *hint)
 {
     if (rc == 0) {
         trace("%s = 0", call.c_str());
         return;
     }
-    // A post returns the errno itself, never -1 with errno set; libsiw returns it negated.
-    fail_errno(call, rc > 0 ? rc : -rc);
+    if (hint != nullptr)
+        fail_errno(call, err, (*hint)(err));
+    else
+        fail_errno(call, err);
+}
+
+void check_post(int rc, const std::string &call)
+{
+    report(rc, call, post_errno(rc), nullptr);
 }
 
 void check_post(int rc, const std::string &call, const std::function<std::string(int)> &hint)
 {
-    if (rc == 0) {
-        trace("%s = 0", call.c_str());
-        return;
-    }
-    const int err = rc > 0 ? rc : -rc;
-    fail_errno(call, err, hint(err));
+    report(rc, call, post_errno(rc), &hint);
 }
 
 void check_rc(int rc, const std::string &call)
 {
-    if (rc == 0) {
-        trace("%s = 0", call.c_str());
-        return;
-    }
-    const int err = errno_of(rc);
-    fail_errno(call, err);
+    report(rc, call, rc == 0 ? 0 : errno_of(rc), nullptr);
 }
 
 void check_rc(int rc, const std::string &call, const std::function<std::string(int)> &hint)
 {
-    if (rc == 0) {
-        trace("%s = 0", call.c_str());
-        return;
-    }
-    const int err = errno_of(rc);
-    fail_errno(call, err, hint(err));
+    report(rc, call, rc == 0 ? 0 : errno_of(rc), &hint);
 }
 
 int check_poll(int n)
