@@ -132,7 +132,8 @@ static void run(const Args &args)
             // 2. Route: the path to it (on RoCE: the next hop's MAC, the GID to send from).
             check_rc(rdma_resolve_route(id, this_try.left_ms()), "rdma_resolve_route(" + this_try.conn.peer + ")",
                      cm_route_hint);
-            this_try.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + this_try.conn.peer);
+            if (!this_try.event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + this_try.conn.peer))
+                return false;
             this_try.say_route(); // on the first try: which device and port reach the server
             // 3. Connect: the CM sends our QPN and PSN in a REQ; the server's REP carries its own.
             rdma_conn_param param = cm_conn_param(qp.get()); // we READ nothing: no depth to ask for

@@ -205,7 +205,16 @@ CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
             throw cm_event_error(*ev, what, conn.peer);
         return ev;
     }
-    return expect_cm_event(conn.channel.get(), expected, deadline, what, conn.peer);
+    // The route: -t running out while it is resolved is "not yet" too, so that cm_retry() reports the
+    // last "nobody listens" rather than the step the clock happened to stop in.
+    CmEventPtr ev = next_cm_event(conn.channel.get(), deadline);
+    if (!ev) {
+        not_yet = timeout_error(timeout_s, what, "no answer from " + conn.peer + ": raise -t if it is just slow");
+        return nullptr;
+    }
+    if (ev->event != expected || ev->status != 0)
+        throw cm_event_error(*ev, what, conn.peer);
+    return ev;
 }
 
 bool CmTry::resolve(const Device &dev)
@@ -216,8 +225,7 @@ bool CmTry::resolve(const Device &dev)
         return false;
     check_cm_device(id, dev);
     check_rc(rdma_resolve_route(id, left_ms()), "rdma_resolve_route(" + conn.peer + ")", cm_route_hint);
-    event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + conn.peer);
-    return true;
+    return event(RDMA_CM_EVENT_ROUTE_RESOLVED, "a route to " + conn.peer) != nullptr;
 }
 
 bool CmTry::refused_at_once(int rc)
@@ -271,6 +279,8 @@ CmConnection cm_retry(const CmServerAddr &server, int timeout_s, ibv_qp *qp,
                  peer.c_str(), timeout_s);
         std::this_thread::sleep_for(std::chrono::milliseconds(std::min(wait_ms, deadline.left_ms())));
         wait_ms = std::min(2 * wait_ms, backoff.max_ms);
+        if (deadline.expired()) // a wait cut short by -t: no try with nothing left on the clock
+            throw refused.value_or(why);
     }
 }
 

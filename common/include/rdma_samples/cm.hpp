@@ -111,8 +111,9 @@ struct CmTry {
     /**
      * @brief Wait (bounded) for the event that answers the last call: RDMA_CM_EVENT_ADDR_RESOLVED,
      * ROUTE_RESOLVED or CONNECT_RESPONSE. A server that is not there yet (no answer to the address, no
-     * answer to the REQ, or a REJECT saying nobody listens) is not an error: the event is empty and
-     * not_yet says why, for cm_retry() to try again. Anything else throws, explained.
+     * answer to the REQ, or a REJECT saying nobody listens) is not an error, nor is `-t` running out
+     * in the middle of a try: the event is empty and not_yet says why, for cm_retry() to try again or
+     * to report. Anything else throws, explained.
      * @param expected the event
      * @param what     what it answers, for messages
      * @return the event, or empty: try again
