@@ -23,6 +23,7 @@
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <infiniband/verbs.h>
 
@@ -63,18 +64,34 @@ inline void post_empty_send(ibv_qp *qp, std::uint64_t wr_id, const char *what, s
 }
 
 /**
- * @brief Stop at step 1 on a device without memory windows (max_mw 0, as Soft-iWARP's siw). Both sides
- * ask: the responder binds the window, and the requester, which needs none of its own, would otherwise
- * wait out -t for a responder that refused (the pair is run with both sides on one kind of device).
- * @param dev the open device
- * @throws rdma_samples::Error naming the device
+ * @brief Stop at step 1 on a device without memory windows (max_mw 0, as Soft-iWARP's siw), or without
+ * the kind asked for. Both sides ask: the responder binds the window, and the requester, which needs
+ * none of its own, would otherwise wait out -t for a responder that refused (the pair is run with both
+ * sides on one kind of device).
+ * @param dev  the open device
+ * @param type the window type the responder binds (--type), or 0: any
+ * @throws rdma_samples::Error naming the device and what it has
  */
-inline void require_windows(const rdma_samples::Device &dev)
+inline void require_windows(const rdma_samples::Device &dev, int type = 0)
 {
     if (dev.device_attr.max_mw == 0)
         throw rdma_samples::Error("device " + dev.name + " has no memory windows (max_mw 0)",
                                   "run the pair where the responder's device binds windows (Soft-RoCE, mlx5); "
                                   "Soft-iWARP has none");
+    //! [caps]
+    // A device says which windows it has in its capability flags: MEM_WINDOW for type 1, TYPE_2A or
+    // TYPE_2B for type 2 (2B: the window is tied to one QP, what most devices, and Soft-RoCE, do).
+    const unsigned caps = dev.device_attr.device_cap_flags;
+    const bool has_type = type == 1   ? (caps & IBV_DEVICE_MEM_WINDOW) != 0
+                          : type == 2 ? (caps & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0
+                                      : true;
+    if (!has_type)
+        throw rdma_samples::Error(
+            "device " + dev.name + " has no type " + std::to_string(type) + " memory windows (device_cap_flags " +
+                rdma_samples::hex(caps) + ", max_mw " + std::to_string(dev.device_attr.max_mw) + ")",
+            "use --type " + std::string(type == 1 ? "2" : "1") +
+                " if the device has that kind, or a device with memory windows (mlx5, Soft-RoCE)");
+    //! [caps]
 }
 
 /**

@@ -40,21 +40,8 @@ void run(const Args &args, const WindowResponderOptions &opt)
 {
     step(1, "open an RDMA device, check that it has type %d memory windows, allocate a protection domain", opt.type);
     Device dev = open_device(args.device, args.gid_index);
-    window::require_windows(dev);
+    window::require_windows(dev, opt.type);
     require_rdma_cm_on_iwarp(dev, args.use_cm);
-    //! [caps]
-    // A device says which windows it has in its capability flags: MEM_WINDOW for type 1, TYPE_2A or
-    // TYPE_2B for type 2 (2B: the window is tied to one QP, what most devices, and Soft-RoCE, do).
-    const unsigned caps = dev.device_attr.device_cap_flags;
-    const bool has_type = opt.type == 1 ? (caps & IBV_DEVICE_MEM_WINDOW) != 0
-                                        : (caps & (IBV_DEVICE_MEM_WINDOW_TYPE_2A | IBV_DEVICE_MEM_WINDOW_TYPE_2B)) != 0;
-    if (!has_type) // (no windows at all: require_windows() said so above)
-        throw Error("device " + dev.name + " has no type " + std::to_string(opt.type) +
-                        " memory windows (device_cap_flags " + hex(caps) + ", max_mw " +
-                        std::to_string(dev.device_attr.max_mw) + ")",
-                    "use --type " + std::string(opt.type == 1 ? "2" : "1") +
-                        " if the device has that kind, or a device with memory windows (mlx5, Soft-RoCE)");
-    //! [caps]
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s), up to %d memory windows", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str(), dev.device_attr.max_mw);

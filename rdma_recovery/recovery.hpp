@@ -1,9 +1,9 @@
 /**
  * @file recovery.hpp
  * @brief rdma_recovery's bookkeeping beside the lesson: the async events and the second round's timeout
- * hint (flags in support/options.hpp, the slots in support/slots.hpp). The recovery itself is in the
- * lesson files: the flush, RESET and the new PSNs in requester.cpp and responder.cpp, the reconnect in
- * client.cpp and server.cpp.
+ * hint (flags in support/options.hpp, the slots in support/slots.hpp, the server's turns in turns.hpp).
+ * The recovery itself is in the lesson files: the flush, RESET and the new PSNs in requester.cpp and
+ * responder.cpp, the reconnect in client.cpp and server.cpp.
  */
 #pragma once
 

@@ -9,6 +9,7 @@
  * which its clients learn from that SEND (client.cpp).
  */
 #include "recovery.hpp"
+#include "turns.hpp"
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
@@ -32,60 +33,12 @@ using namespace rdma_samples;
 namespace rdma_recovery {
 namespace {
 
-/** How a client's connection ended (rping names its states the same way, in enum test_state). */
-enum class Ending {
-    no_rtu,          ///< accepted, but no RTU came within -t
-    gone_before_rtu, ///< a CM event other than ESTABLISHED came first
-    gone,            ///< the client's DREQ, or its kernel's, while it was served
-    bad_completion,  ///< a receive completed with an error, or was no WRITE with immediate
-    bad_immediate,   ///< an immediate that names no slot
-    silent,          ///< no message within -t
-};
-
-/** A connection's end: how, and the line the server prints for it. */
-struct Ended {
-    Ending how;
-    std::string why;
-};
-
 void post_slot_receive(ibv_qp *qp, std::uint64_t wr_id)
 {
     ibv_recv_wr wr{}; // no scatter/gather list: a WRITE with immediate puts its bytes where its rkey says
     wr.wr_id = wr_id;
     ibv_recv_wr *bad_wr = nullptr;
     check_post(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv");
-}
-
-/** A CONNECT_REQUEST that comes while a client is served waits its turn in @p waiting (a second one is
- *  refused). @param ev the event @param waiting the request served next @return false for another event */
-bool park(CmEventPtr &ev, CmEventPtr &waiting)
-{
-    if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
-        return false;
-    if (waiting)
-        refuse_request(ev);
-    else
-        waiting = std::move(ev); // kept, not acknowledged yet: answered after this client
-    return true;
-}
-
-/** Wait (bounded) until the client just accepted is ESTABLISHED (its RTU).
- *  @return nothing then, else how the connection ended */
-std::optional<Ended> wait_established(rdma_event_channel *ch, int timeout_s, CmEventPtr &waiting)
-{
-    for (const Deadline deadline(timeout_s);;) {
-        if (!cm_event_ready(ch, deadline.left_ms()))
-            return Ended{.how = Ending::no_rtu, .why = "no RTU within " + std::to_string(timeout_s) + " s (-t)"};
-        rdma_cm_event *raw = nullptr;
-        check_rc(rdma_get_cm_event(ch, &raw), "rdma_get_cm_event");
-        CmEventPtr ev(raw);
-        if (ev->event == RDMA_CM_EVENT_ESTABLISHED)
-            return std::nullopt;
-        const std::string name = cm_event_name(ev->event);
-        if (!park(ev, waiting))
-            return Ended{.how = Ending::gone_before_rtu,
-                         .why = "the client is gone before its connection was established (" + name + ")"};
-    }
 }
 
 void run(const Args &args, const ServerOptions &opt)

@@ -28,13 +28,6 @@
 using namespace rdma_samples;
 using namespace rdma_ud;
 
-/** This program's own flags; the common ones are in Args. */
-struct Options {
-    std::uint32_t qkey = 0x11111111; ///< --qkey: the Q_Key our QP accepts (-cm: RDMA_UDP_QKEY)
-    int iters = 3;                   ///< --iters: datagrams expected
-    int receives = 0;                ///< --receives: receives posted (0: one per datagram)
-};
-
 /**
  * The sender's GID, from the 40 bytes before the payload. On InfiniBand, RoCE v1 and RoCE v2 over
  * IPv6 they hold a GRH or the IPv6 header (same layout: version 6 in the first 4 bits, source GID at
@@ -58,7 +51,7 @@ static ibv_gid sender_gid(const char *header)
     return gid;
 }
 
-static void run(const Args &args, const Options &opt)
+static void run(const Args &args, const ReceiverOptions &opt)
 {
     const int receives = opt.receives > 0 ? opt.receives : opt.iters;
     const std::uint32_t qkey = args.use_cm ? RDMA_UDP_QKEY : opt.qkey; // the CM's UDP port space fixes it
@@ -182,16 +175,6 @@ static void run(const Args &args, const Options &opt)
 
 int main(int argc, char **argv)
 {
-    Options opt;
-    ProgramSpec spec{.name = "rdma_ud_receive",
-                     .role = "receiver",
-                     .summary = "UD RECEIVE, receiver side: take numbered datagrams and report any that never came.",
-                     .resource_descriptor = false,
-                     .rdma_cm = true};
-    spec.extra.push_back(iters_flag(opt.iters, "datagrams expected"));
-    spec.extra.push_back(qkey_flag("the Q_Key our QP accepts (ignored with -cm, which uses RDMA_UDP_QKEY 0x01234567)",
-                                   "0x11111111", [&](std::uint32_t qkey) { opt.qkey = qkey; }));
-    spec.extra.push_back(int_flag("receives", "N", "demonstration: post only N receives, fewer than the datagrams",
-                                  "--iters", opt.receives, 1, max_datagrams));
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+    ReceiverOptions opt;
+    return run_sample(receiver_spec(opt), argc, argv, [&](const Args &args) { run(args, opt); });
 }

@@ -24,14 +24,6 @@
 using namespace rdma_samples;
 using namespace rdma_ud;
 
-/** This program's own flags; the common ones are in Args. */
-struct Options {
-    int iters = 3;                        ///< --iters: datagrams to send, numbered #1/N .. #N/N
-    std::optional<std::uint32_t> qkey;    ///< --qkey: stamp this Q_Key instead of the receiver's
-    bool over_mtu = false;                ///< --over-mtu: datagram #1 is one byte above the MTU
-    std::optional<ibv_wr_opcode> refused; ///< --op write|read: post one of these instead of the SENDs
-};
-
 /** Where the datagrams go: what ibv_create_ah() and every SEND's wr.ud need. */
 struct Destination {
     ibv_ah_attr ah_attr{};
@@ -39,7 +31,7 @@ struct Destination {
     int mtu = 0; ///< the largest payload one datagram can carry
 };
 
-static void run(const Args &args, const Options &opt)
+static void run(const Args &args, const SenderOptions &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -185,25 +177,6 @@ static void run(const Args &args, const Options &opt)
 
 int main(int argc, char **argv)
 {
-    Options opt;
-    ProgramSpec spec{.name = "rdma_ud_send",
-                     .role = "sender",
-                     .summary = "UD SEND, sender side: send numbered datagrams to a UD queue pair.",
-                     .message_flag = 's',
-                     .message_help = "string to send in every datagram",
-                     .resource_descriptor = false,
-                     .rdma_cm = true};
-    spec.extra.push_back(iters_flag(opt.iters, "datagrams to send, numbered #1/N .. #N/N"));
-    spec.extra.push_back(qkey_flag("demonstration: stamp this Q_Key on the SENDs instead of the receiver's", "",
-                                   [&](std::uint32_t qkey) { opt.qkey = qkey; }));
-    spec.extra.push_back({"over-mtu", "", "demonstration: make datagram #1 one byte longer than the MTU", "",
-                          [&](const std::string &) { opt.over_mtu = true; }});
-    spec.extra.push_back({"op", "write|read", "demonstration: post an RDMA WRITE or READ, which UD refuses", "",
-                          [&](const std::string &v) {
-                              if (v != "write" && v != "read")
-                                  throw UsageError("--op: expected write or read, got \"" + v + "\"",
-                                                   "UD carries SENDs only; --op shows that WRITE and READ are refused");
-                              opt.refused = v == "write" ? IBV_WR_RDMA_WRITE : IBV_WR_RDMA_READ;
-                          }});
-    return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
+    SenderOptions opt;
+    return run_sample(sender_spec(opt), argc, argv, [&](const Args &args) { run(args, opt); });
 }
