@@ -2,17 +2,17 @@
  * @file ud.hpp
  * @brief What rdma_ud's sender and receiver share: step 1's device line, the UD descriptor each side
  * publishes, the refusal of a WRITE or READ, and the 40 header bytes the receiver shows (the flags are
- * in support/options.hpp, the numbered datagram "#i/N text" and the receiver's tally in
- * support/datagrams.hpp). The verbs calls of the lesson stay in the two programs.
+ * in support/options.hpp, the numbered datagram "#i/N text" and the receiver's tally in common's
+ * datagrams.hpp, which rdma_multicast shares). The verbs calls of the lesson stay in the two programs.
  */
 #pragma once
 
-#include "support/datagrams.hpp"
 #include "support/options.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/completions.hpp>
+#include <rdma_samples/datagrams.hpp>
 #include <rdma_samples/descriptor.hpp>
 #include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/device.hpp>

@@ -29,6 +29,30 @@ QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps, ibv_srq *srq)
                                             (srq ? ", SRQ)" : ", recv_wr " + std::to_string(caps.max_recv_wr) + ")")));
 }
 
+QpPtr create_ud_qp(ibv_pd *pd, ibv_cq *cq, const Device &dev, QpCaps caps, std::uint32_t qkey)
+{
+    ibv_qp_init_attr init{};
+    init.send_cq = init.recv_cq = cq;
+    init.qp_type = IBV_QPT_UD;
+    init.cap.max_send_wr = caps.max_send_wr;
+    init.cap.max_recv_wr = caps.max_recv_wr;
+    init.cap.max_send_sge = init.cap.max_recv_sge = 1;
+    QpPtr qp(check(ibv_create_qp(pd, &init), "ibv_create_qp(UD)"));
+    ibv_qp_attr attr{};
+    attr.qp_state = IBV_QPS_INIT;
+    attr.port_num = dev.port;
+    attr.qkey = qkey;
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_QKEY),
+             "ibv_modify_qp(INIT)");
+    attr = {};
+    attr.qp_state = IBV_QPS_RTR;
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE), "ibv_modify_qp(RTR)");
+    attr.qp_state = IBV_QPS_RTS;
+    attr.sq_psn = random_psn();
+    check_rc(ibv_modify_qp(qp.get(), &attr, IBV_QP_STATE | IBV_QP_SQ_PSN), "ibv_modify_qp(RTS)");
+    return qp;
+}
+
 void qp_to_init(ibv_qp *qp, const Device &dev, int remote_access)
 {
     ibv_qp_attr attr{};

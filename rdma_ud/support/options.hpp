@@ -6,6 +6,7 @@
 #pragma once
 
 #include <rdma_samples/args.hpp>
+#include <rdma_samples/datagrams.hpp>
 
 #include <infiniband/verbs.h>
 
@@ -15,9 +16,6 @@
 #include <string>
 
 namespace rdma_ud {
-
-/** @brief The most datagrams one run sends or expects (--iters). */
-inline constexpr int max_datagrams = 64;
 
 /** @brief rdma_ud_send's flags (besides -d, -g, -ld, -re, -s, -t, -cm ...). */
 struct SenderOptions {
@@ -38,7 +36,7 @@ struct ReceiverOptions {
  *  @return the flag */
 inline rdma_samples::ExtraFlag iters_flag(int &iters, const std::string &help)
 {
-    return rdma_samples::int_flag("iters", "N", help, "3", iters, 1, max_datagrams);
+    return rdma_samples::int_flag("iters", "N", help, "3", iters, 1, rdma_samples::max_datagrams);
 }
 
 /**
@@ -96,7 +94,7 @@ inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
         qkey_flag("the Q_Key our QP accepts (ignored with -cm, which uses RDMA_UDP_QKEY 0x01234567)", "0x11111111",
                   [&opt](std::uint32_t qkey) { opt.qkey = qkey; }),
         rdma_samples::int_flag("receives", "N", "demonstration: post only N receives, fewer than the datagrams",
-                               "--iters", opt.receives, 1, max_datagrams),
+                               "--iters", opt.receives, 1, rdma_samples::max_datagrams),
     };
     return spec;
 }

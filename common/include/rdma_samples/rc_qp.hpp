@@ -103,6 +103,19 @@ constexpr int cq_entries(QpCaps caps)
 QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps = {}, ibv_srq *srq = nullptr);
 
 /**
+ * @brief A UD queue pair taken to RTS: created, then INIT (the port, partition 0 and @p qkey: only
+ * datagrams that carry it reach the QP), RTR (nothing to learn: a UD QP has no peer) and RTS (a first
+ * PSN nobody checks). Chapter 12 writes these calls out (rdma_ud/sender.cpp); rdma_multicast uses this.
+ * @param pd   the protection domain
+ * @param cq   the CQ of both queues
+ * @param dev  the device (its port)
+ * @param caps queue sizes
+ * @param qkey the Q_Key the QP accepts
+ * @return the new QP, in state RTS
+ */
+QpPtr create_ud_qp(ibv_pd *pd, ibv_cq *cq, const Device &dev, QpCaps caps, std::uint32_t qkey);
+
+/**
  * @brief RESET -> INIT: bind the QP to a port and say what the PEER may do to our memory through it.
  * @param qp           the queue pair
  * @param dev          the device (its port)

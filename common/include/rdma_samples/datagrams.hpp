@@ -1,11 +1,10 @@
 /**
  * @file datagrams.hpp
- * @brief rdma_ud's numbered datagrams, "#seq/count text", and the receiver's tally of which numbers
- * came and which never did (UD resends nothing: numbering is how a receiver notices a loss).
+ * @brief Numbered datagrams, "#seq/count text", and a receiver's tally of which numbers came and which
+ * never did: UD resends nothing, and numbering is how a receiver notices a loss (rdma_ud,
+ * rdma_multicast).
  */
 #pragma once
-
-#include "options.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -14,7 +13,10 @@
 #include <string>
 #include <vector>
 
-namespace rdma_ud {
+namespace rdma_samples {
+
+/** @brief The most datagrams one run sends or expects (--iters, --count). */
+inline constexpr int max_datagrams = 64;
 
 /** @brief A numbered datagram's payload, "#seq/count text": the receiver can tell which never came. */
 struct Numbered {
@@ -74,4 +76,4 @@ struct Tally {
     }
 };
 
-} // namespace rdma_ud
+} // namespace rdma_samples

@@ -1,0 +1,114 @@
+/**
+ * @file multicast.hpp
+ * @brief What rdma_multicast's sender and receiver share: joining a group through RDMA CM, and leaving
+ * it. The receiver joins as a full member (its kernel reports the group to the network with IGMP), the
+ * sender as a send-only full member (no report: it only sends). The join's answer is how to address the
+ * group: an address vector whose destination GID is the group's (the MGID), the group's QPN 0xFFFFFF
+ * and the port space's Q_Key.
+ */
+#pragma once
+
+#include "support/options.hpp"
+
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/cm.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/text.hpp>
+
+#include <arpa/inet.h>
+#include <infiniband/verbs.h>
+#include <netinet/in.h>
+#include <rdma/rdma_cma.h>
+
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace rdma_multicast {
+
+using namespace rdma_samples;
+
+/** @brief A group joined: the cm_id that joined it, and how to address it (the join event's ud). */
+struct Group {
+    EventChannelPtr channel;  ///< the cm_id's event channel
+    CmIdPtr id;               ///< the cm_id on RDMA_PS_UDP that joined; rdma_leave_multicast() takes it
+    sockaddr_in addr{};       ///< the group's IPv4 address (--group)
+    ibv_ah_attr ah_attr{};    ///< the address vector of the group: grh.dgid is the MGID
+    std::uint32_t qp_num = 0; ///< the group's "QPN": 0xFFFFFF, the multicast QPN of the IBTA
+    std::uint32_t qkey = 0;   ///< the Q_Key every member's QP takes and every SEND carries
+};
+
+/**
+ * @brief Our device's IPv4 address: the one its GID maps (::ffff:a.b.c.d, RoCE v2 over IPv4). The
+ * cm_id is bound to it, so that RDMA CM joins through the device we opened.
+ * @throws Error when the GID maps no IPv4 address (InfiniBand, RoCE v1, an IPv6 GID: choose -g)
+ */
+inline sockaddr_in device_address(const Device &dev)
+{
+    static const std::uint8_t v4_mapped[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+    if (std::memcmp(dev.gid.raw, v4_mapped, sizeof v4_mapped) != 0)
+        throw Error("GID index " + std::to_string(dev.gid_index) + " of " + dev.name + " (" + gid_to_string(dev.gid) +
+                        ") maps no IPv4 address",
+                    "this lesson joins IPv4 groups over RoCE v2: pass -g with a ::ffff:a.b.c.d GID (ibv_devinfo -v)");
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    std::memcpy(&a.sin_addr, dev.gid.raw + 12, 4);
+    return a;
+}
+
+/**
+ * @brief Join --group through RDMA CM: bind to our device's address, resolve the group's (which device
+ * and port reach it), join, and take the answer from RDMA_CM_EVENT_MULTICAST_JOIN.
+ * @param dev       the device we opened (the join must go through it)
+ * @param group     --group
+ * @param send_only true: a send-only full member (the sender), false: a full member (a receiver)
+ * @param timeout_s -t, for each answer
+ * @return the group joined
+ */
+inline Group join_group(const Device &dev, const std::string &group, bool send_only, int timeout_s)
+{
+    Group g;
+    g.channel = create_event_channel();
+    rdma_cm_id *id = nullptr;
+    check_rc(rdma_create_id(g.channel.get(), &id, nullptr, RDMA_PS_UDP), "rdma_create_id(RDMA_PS_UDP)");
+    g.id.reset(id);
+    g.addr.sin_family = AF_INET;
+    inet_pton(AF_INET, group.c_str(), &g.addr.sin_addr); // (--group checked it)
+    sockaddr_in local = device_address(dev);
+    const std::string where = "group " + group;
+    //! [join]
+    // Address: bind to our device's IP, then resolve the group's. For a multicast address there is no
+    // ARP: the group's MAC is computed (01:00:5e and its low 23 bits) and the MGID is ::ffff:<group>.
+    check_rc(rdma_bind_addr(id, reinterpret_cast<sockaddr *>(&local)),
+             "rdma_bind_addr(" + addr_to_string(reinterpret_cast<sockaddr *>(&local)) + ")");
+    check_rc(rdma_resolve_addr(id, reinterpret_cast<sockaddr *>(&local), reinterpret_cast<sockaddr *>(&g.addr), 2000),
+             "rdma_resolve_addr(" + group + ")");
+    expect_cm_event(g.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, timeout_s, "the group's address", where);
+    check_cm_device(id, dev);
+    // Join. A full member's kernel sends an IGMP report, so that switches forward the group to it; a
+    // send-only full member needs no report: nothing is forwarded to it.
+    rdma_cm_join_mc_attr_ex attr{};
+    attr.comp_mask = RDMA_CM_JOIN_MC_ATTR_ADDRESS | RDMA_CM_JOIN_MC_ATTR_JOIN_FLAGS;
+    attr.join_flags = send_only ? RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER : RDMA_MC_JOIN_FLAG_FULLMEMBER;
+    attr.addr = reinterpret_cast<sockaddr *>(&g.addr);
+    check_rc(rdma_join_multicast_ex(id, &attr, nullptr), "rdma_join_multicast_ex(" + group + ")");
+    CmEventPtr joined = expect_cm_event(g.channel.get(), RDMA_CM_EVENT_MULTICAST_JOIN, timeout_s, "the join", where);
+    // The answer: how to address the group, as a UD lookup answers with a QP's address (chapter 12).
+    g.ah_attr = joined->param.ud.ah_attr;
+    g.qp_num = joined->param.ud.qp_num; // 0xFFFFFF: "every QP attached to the MGID"
+    g.qkey = joined->param.ud.qkey;
+    //! [join]
+    info("joined %s as a %s: MGID %s, QPN 0x%06x, Q_Key 0x%08x", group.c_str(),
+         send_only ? "send-only full member" : "full member", gid_to_string(g.ah_attr.grh.dgid).c_str(), g.qp_num,
+         g.qkey);
+    return g;
+}
+
+/** @brief Leave the group (the kernel sends an IGMP leave for a full member). @param g the group joined */
+inline void leave_group(Group &g)
+{
+    check_rc(rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr *>(&g.addr)), "rdma_leave_multicast");
+}
+
+} // namespace rdma_multicast

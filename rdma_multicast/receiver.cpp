@@ -1,0 +1,143 @@
+/**
+ * @file receiver.cpp
+ * @brief Multicast, receiver side: join a group, attach a UD queue pair to it, take its datagrams.
+ *
+ * Joining (RDMA CM) tells the network to deliver the group here; attaching (ibv_attach_mcast) tells our
+ * device which QP gets a copy. Any number of receivers can do the same, on one device or many: each
+ * gets its own copy of every datagram that reaches it, and nothing is resent, so the datagrams are
+ * numbered and each receiver reports which never came. Chapter 20, "Multicast", explains each step.
+ */
+#include "multicast.hpp"
+
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/datagrams.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
+#include <rdma_samples/run_sample.hpp>
+#include <rdma_samples/wait.hpp>
+
+#include <chrono>
+#include <optional>
+#include <thread>
+
+using namespace rdma_samples;
+using namespace rdma_multicast;
+
+namespace {
+
+/** The bytes the device writes before every UD payload: the GRH, or on RoCE v2 the IP header (chapter 12). */
+constexpr std::size_t grh_bytes = 40;
+
+/** A QP attached to a group, detached when this goes: a QP still attached cannot be destroyed (the
+ *  kernel counts the attachment as a use of the QP and refuses with EBUSY). */
+class Attachment {
+public:
+    Attachment(ibv_qp *qp, const ibv_ah_attr &group) : qp_(qp), mgid_(group.grh.dgid), mlid_(group.dlid)
+    {
+        //! [attach]
+        // The MGID from the join, and on InfiniBand the group's LID (0 on RoCE): from now on our device
+        // puts a copy of every datagram to the group on this QP's receive queue.
+        check_rc(ibv_attach_mcast(qp_, &mgid_, mlid_), "ibv_attach_mcast(" + gid_to_string(mgid_) + ")");
+        //! [attach]
+    }
+    ~Attachment() { ibv_detach_mcast(qp_, &mgid_, mlid_); }
+    Attachment(const Attachment &) = delete;
+    Attachment &operator=(const Attachment &) = delete;
+
+private:
+    ibv_qp *qp_;
+    ibv_gid mgid_;
+    std::uint16_t mlid_;
+};
+
+void run(const Args &args, const Options &opt)
+{
+    step(1, "open an RDMA device and allocate a protection domain");
+    Device dev = open_device(args.device, args.gid_index);
+    require_ud(dev); // multicast is UD: iWARP has none
+    PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
+    const int mtu = mtu_bytes(dev.port_attr.active_mtu);
+    info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str(), mtu);
+
+    step(2, "register %d receive slots of 40 + %d bytes (local write: the device writes into them)", opt.iters, mtu);
+    const std::size_t slot = grh_bytes + static_cast<std::size_t>(mtu);
+    Buffer buf(slot * static_cast<std::size_t>(opt.iters));
+    MrPtr mr(check(ibv_reg_mr(pd.get(), buf.data(), buf.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
+
+    step(3, "join group %s through RDMA CM as a full member", opt.group.c_str());
+    Group group = join_group(dev, opt.group, false, args.timeout_s);
+
+    step(4, "create a completion queue and a UD queue pair with the group's Q_Key, post %d receives", opt.iters);
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), opt.iters, nullptr, nullptr, 0), "ibv_create_cq"));
+    const auto receives = static_cast<std::uint32_t>(opt.iters);
+    QpPtr qp = create_ud_qp(pd.get(), cq.get(), dev, {.max_send_wr = 1, .max_recv_wr = receives}, group.qkey);
+    for (std::uint32_t i = 0; i < receives; ++i) {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data() + slot * i), static_cast<std::uint32_t>(slot),
+                    mr->lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = i; // the slot
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr *bad_wr = nullptr;
+        check_post(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
+    }
+
+    step(5, "attach the queue pair to the group");
+    std::optional<Attachment> attached(std::in_place, qp.get(), group.ah_attr);
+    info("QPN 0x%06x attached to %s; waiting up to %d s for the sender's datagrams", qp->qp_num, opt.group.c_str(),
+         args.timeout_s);
+
+    step(6, "poll the completion queue: every datagram to the group is a copy for us");
+    // Stop when all N came, when every receive is used, or a second after the last number.
+    Tally tally;
+    int completions = 0;
+    const Deadline deadline(args.timeout_s);
+    std::optional<Deadline> grace;
+    while (completions < opt.iters && !tally.all_came() && !deadline.expired() && !(grace && grace->expired())) {
+        ibv_wc wc{};
+        if (check_poll(ibv_poll_cq(cq.get(), 1, &wc)) == 0) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            continue;
+        }
+        ++completions;
+        check_wc(wc, IBV_WC_RECV, "a datagram's receive");
+        if (wc.byte_len < grh_bytes || wc.byte_len > slot) // (the 40 are always there; a device that lies is not)
+            throw Error("a receive of " + std::to_string(wc.byte_len) + " bytes in a slot of " + std::to_string(slot),
+                        "the device broke UD's layout (40 header bytes, then at most the MTU); check dmesg");
+        const char *payload = buf.data() + slot * wc.wr_id + grh_bytes; // (wr_id: a slot we posted)
+        const std::optional<Numbered> d = parse_datagram(std::string(payload, wc.byte_len - grh_bytes));
+        if (!d) {
+            info("a datagram of %u bytes from QPN 0x%06x, not a numbered one: ignored", wc.byte_len, wc.src_qp);
+            continue;
+        }
+        result("Got #%d/%d from QPN 0x%06x: \"%s\"%s", d->seq, d->count, wc.src_qp, d->text.c_str(), tally.note(*d));
+        if (d->seq == d->count && !grace)
+            grace = Deadline::in_ms(std::min(1000, deadline.left_ms()));
+    }
+
+    step(7, "detach the queue pair and leave the group");
+    attached.reset();
+    leave_group(group);
+    if (tally.received == 0)
+        throw timeout_error(args.timeout_s, "a datagram to group " + opt.group,
+                            "is the sender running with the same --group, on the same network, after this receiver "
+                            "printed \"attached\"? a datagram sent before the attach is not ours");
+    const std::string lost = tally.lost();
+    result("Received %d of %d datagrams%s%s", tally.received, tally.total, lost.empty() ? "" : "; lost:", lost.c_str());
+    if (!lost.empty())
+        throw Error(std::to_string(tally.total - tally.received) + " of " + std::to_string(tally.total) +
+                        " datagrams never arrived:" + lost,
+                    "multicast is UD: nothing is resent; a datagram that finds no receive, or is lost on the "
+                    "network, is gone");
+}
+
+} // namespace
+
+int main(int argc, char **argv)
+{
+    Options opt;
+    return run_sample(receiver_spec(opt), argc, argv, [&](const Args &args) { run(args, opt); });
+}
