@@ -109,8 +109,9 @@ void run(const Args &args, const Options &opt)
                         "the device broke UD's layout (40 header bytes, then at most the MTU); check dmesg");
         const char *payload = buf.data() + slot * wc.wr_id + grh_bytes; // (wr_id: a slot we posted)
         const std::optional<Numbered> d = parse_datagram(std::string(payload, wc.byte_len - grh_bytes));
-        if (!d) {
-            info("a datagram of %u bytes from QPN 0x%06x, not a numbered one: ignored", wc.byte_len, wc.src_qp);
+        if (!d) { // another program's (mckey's, say): counted, not numbered
+            result("Got a datagram of %zu bytes from QPN 0x%06x, not a numbered one", wc.byte_len - grh_bytes,
+                   wc.src_qp);
             continue;
         }
         result("Got #%d/%d from QPN 0x%06x: \"%s\"%s", d->seq, d->count, wc.src_qp, d->text.c_str(), tally.note(*d));
@@ -118,13 +119,18 @@ void run(const Args &args, const Options &opt)
             grace = Deadline::in_ms(std::min(1000, deadline.left_ms()));
     }
 
-    step(7, "detach the queue pair and leave the group");
-    attached.reset();
-    leave_group(group);
-    if (tally.received == 0)
+    if (completions == 0) // (the attachment and the membership end as this returns: RAII)
         throw timeout_error(args.timeout_s, "a datagram to group " + opt.group,
                             "is the sender running with the same --group, on the same network, after this receiver "
                             "printed \"attached\"? a datagram sent before the attach is not ours");
+
+    step(7, "detach the queue pair and leave the group");
+    attached.reset();
+    leave_group(group);
+    if (tally.received == 0) {
+        result("Received %d datagram(s), none numbered", completions);
+        return;
+    }
     const std::string lost = tally.lost();
     result("Received %d of %d datagrams%s%s", tally.received, tally.total, lost.empty() ? "" : "; lost:", lost.c_str());
     if (!lost.empty())

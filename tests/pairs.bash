@@ -15,12 +15,15 @@
 #   files_only           1 for a pair that connects with descriptor files only (recovery: its RDMA CM flow
 #                        is a pair of its own, recovery_cm): not in pair_samples either, which the tools
 #                        run with RDMA CM too
+#   group                1 for a pair that meets in a multicast group (multicast): no descriptor files, no
+#                        -lp; each side joins the group its args name, and a receiver must have attached
+#                        ("attached to") before the sender sends. Not in pair_samples either
 # memory_window (chapter 18) has its own suites (rdma_memory.bats, valgrind, two_host) and is not in
 # pair_samples: the stress and wire checks of the eleven pairs cover the verbs it shares with them.
 pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn srq ud bench)
 
 pair() {
-    exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=() cm_only=0 files_only=0
+    exports=1 resp_args=() req_args=() cm_clients=1 cm_req_args=() cm_only=0 files_only=0 group=0
     case "$1" in
     write) resp=rdma_write/rdma_write_responder req=rdma_write/rdma_write_requester
         req_args=(-w "Hello from the requester!") ;;
@@ -52,6 +55,8 @@ pair() {
         req_args=(-w "through a window") ;;
     recovery_cm) resp=rdma_recovery/rdma_recovery_server req=rdma_recovery/rdma_recovery_client exports=0 cm_only=1
         req_args=(--count 6 --interval-ms 300) ;;
+    multicast) resp=rdma_multicast/rdma_multicast_receive req=rdma_multicast/rdma_multicast_send exports=0 cm_only=1
+        group=1 resp_args=(--group 239.1.2.3) req_args=(--group 239.1.2.3 -s "to the group") ;;
     *) return 1 ;;
     esac
     [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")
@@ -72,8 +77,8 @@ json_strings() {
 if [ "${BASH_SOURCE[0]}" = "$0" ]; then
     set -euo pipefail
     pair "${1:?usage: tests/pairs.bash SAMPLE}" || exit 1
-    printf '{"resp": "%s", "req": "%s", "exports": %s, "cm_clients": %s, "cm_only": %s, "files_only": %s, ' "$resp" "$req" \
-        "$exports" "$cm_clients" "$cm_only" "$files_only"
+    printf '{"resp": "%s", "req": "%s", "exports": %s, "cm_clients": %s, "cm_only": %s, "files_only": %s, "group": %s, ' \
+        "$resp" "$req" "$exports" "$cm_clients" "$cm_only" "$files_only" "$group"
     printf '"resp_args": %s, "req_args": %s, "cm_req_args": %s}\n' "$(json_strings "${resp_args[@]}")" \
         "$(json_strings "${req_args[@]}")" "$(json_strings "${cm_req_args[@]}")"
 fi

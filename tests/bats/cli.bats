@@ -39,6 +39,8 @@ programs() {
     assert_line rdma_recovery_server
     assert_line rdma_memory_register
     assert_line rdma_memory_fork
+    assert_line rdma_multicast_send
+    assert_line rdma_multicast_receive
 }
 
 @test "--help exits 0 and lists every common flag with its default" {
@@ -54,7 +56,7 @@ programs() {
         rdma_file_* | rdma_recovery_client | rdma_recovery_server) # RDMA CM only: no descriptor files
             assert_output --partial -- "-lp, --listen-port PORT"
             refute_output --partial -- "--local-descriptor-path" ;;
-        rdma_memory_register | rdma_memory_fork) # no peer: no descriptor, no RDMA CM
+        rdma_memory_register | rdma_memory_fork | rdma_multicast_*) # no peer to name: no descriptor, no -lp
             refute_output --partial -- "--local-descriptor-path"
             refute_output --partial -- "--listen-port" ;;
         rdma_event_loop_*) # RDMA CM only: the descriptor flags are there to be refused with the reason

@@ -64,7 +64,7 @@ expected_text() {
             echo "$iwarp: iWARP's RDMAP defines no immediate data, and this pair's WRITE or SEND with immediate is not run on iWARP here"
         fi ;;
     atomic) echo "device $DEV does not support atomic operations (atomic_cap is IBV_ATOMIC_NONE)" ;;
-    ud) echo "$iwarp: iWARP has no unreliable datagram (UD) queue pairs" ;;
+    ud | multicast) echo "$iwarp: iWARP has no unreliable datagram (UD) queue pairs" ;;
     memory_window) echo "device $DEV has no memory windows (max_mw 0)" ;;
     *)
         if [ "$2" = files ]; then
@@ -87,7 +87,10 @@ cell() {
     want=$(expected "$name" "$flow")
     server=$(device_path "$BUILD/$resp")
     client=$(device_path "$BUILD/$req")
-    if [ "$flow" = cm ]; then
+    if [ "$group" = 1 ]; then # (a multicast group: the args name it)
+        sargs=(-t "$t" "${resp_args[@]}")
+        cargs=(-t "$t" "${req_args[@]}")
+    elif [ "$flow" = cm ]; then
         [ -n "$CM_ADDR" ] || fail "no address for RDMA CM (run-bats --cm or --provider siw sets one)"
         port=$((20000 + RANDOM % 20000))
         sargs=(-cm -lp "$port" -t "$t" "${resp_args[@]}")
@@ -105,6 +108,12 @@ cell() {
     t0=$(date +%s)
     timeout -k 5 120 "$server" "${sargs[@]}" >"$d/side0.out" 2>"$d/side0.err" 3>&- &
     local spid=$!
+    if [ "$group" = 1 ]; then # the sender only once the receiver has attached (or has given up)
+        for _ in {1..600}; do
+            grep -q 'attached to' "$d/side0.out" 2>/dev/null || ! kill -0 "$spid" 2>/dev/null && break
+            nap 0.1
+        done
+    fi
     for ((i = 1; i <= clients; i++)); do
         local rc=0
         timeout -k 5 120 "$client" "${cargs[@]}" >"$d/side$i.out" 2>"$d/side$i.err" 3>&- || rc=$?
@@ -187,3 +196,4 @@ cell() {
 @test "recovery_cm, cm" { cell recovery_cm cm; }
 @test "memory_window, files" { cell memory_window files; }
 @test "memory_window, cm" { cell memory_window cm; }
+@test "multicast, cm" { cell multicast cm; }

@@ -18,15 +18,6 @@ setup() {
     PORT=$((20000 + RANDOM % 20000))
 }
 
-# wait_line NAME REGEX: wait (up to 60 s) until the peer NAME has printed a line matching REGEX.
-wait_line() {
-    for _ in {1..600}; do
-        grep -Eq "$2" "$BATS_TEST_TMPDIR/$1.out" && return 0
-        nap 0.1
-    done
-    fail "$1 never printed a line matching '$2': $(cat "$BATS_TEST_TMPDIR/$1.out")"
-}
-
 # kill_peer NAME: SIGKILL the program started with start_peer NAME (its pid file holds `timeout`).
 kill_peer() {
     kill_program KILL "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/$1.pid")")"

@@ -137,6 +137,15 @@ start_peer() {
     echo $! >"$BATS_TEST_TMPDIR/$name.pid"
 }
 
+# wait_line NAME REGEX: wait (up to 60 s) until the peer NAME (start_peer) has printed a line matching REGEX.
+wait_line() {
+    for _ in {1..600}; do
+        grep -Eq "$2" "$BATS_TEST_TMPDIR/$1.out" && return 0
+        nap 0.1
+    done
+    fail "$1 never printed a line matching '$2': $(cat "$BATS_TEST_TMPDIR/$1.out")"
+}
+
 # wait_peer NAME: wait for a peer started with start_peer; sets peer_status and peer_output.
 wait_peer() {
     local name=$1
