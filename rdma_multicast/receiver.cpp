@@ -31,7 +31,7 @@ namespace {
 constexpr std::size_t grh_bytes = 40;
 
 /** A QP attached to a group, detached when this goes: a QP still attached cannot be destroyed (the
- *  kernel counts the attachment as a use of the QP and refuses with EBUSY). */
+ *  kernel refuses ibv_destroy_qp() with EBUSY until its attachments are gone). */
 class Attachment {
 public:
     Attachment(ibv_qp *qp, const ibv_ah_attr &group) : qp_(qp), mgid_(group.grh.dgid), mlid_(group.dlid)

@@ -25,8 +25,12 @@ struct Numbered {
     std::string text; ///< -s
 };
 
-/** @brief Write datagram @p seq of @p count into @p out (at most @p room bytes).
- *  @return its length, without a terminating NUL (none is sent) */
+/**
+ * @brief Write datagram @p seq of @p count into @p out (at most @p room bytes).
+ * @param out where it goes @param room the bytes there @param seq its number (1 .. count)
+ * @param count how many are sent @param text the sender's -s
+ * @return its length, without a terminating NUL (none is sent); at least @p room when it did not fit
+ */
 inline std::size_t format_datagram(char *out, std::size_t room, int seq, int count, const std::string &text)
 {
     return static_cast<std::size_t>(std::snprintf(out, room, "#%d/%d %s", seq, count, text.c_str()));
@@ -52,7 +56,8 @@ struct Tally {
     int total = 0;                                                 ///< how many the sender says it sends
     int highest = 0;                                               ///< the highest number seen
 
-    /** @brief Count @p d. @return what its line adds: " (duplicate)", " (out of order)" or "" */
+    /** @brief Count @p d. @param d a numbered datagram (parse_datagram()'s)
+     *  @return what its line adds: " (duplicate)", " (out of order)" or "" */
     const char *note(const Numbered &d)
     {
         const auto at = static_cast<std::size_t>(d.seq);
