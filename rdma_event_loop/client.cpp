@@ -3,14 +3,15 @@
  * @brief rdma_event_loop's client: connect with RDMA CM, SEND --count messages, check each echo byte
  * for byte. It may have as many messages out as the server's welcome grants (its credits).
  *
- * The server's REP carries a welcome in its private data (options.hpp): checked, like everything a
+ * The server's REP carries a welcome in its private data (welcome.hpp): checked, like everything a
  * peer sends. A server that refuses us (--max-clients) says why in its REJ's private data, and the
  * connect's error prints it. Every wait is bounded by -t and sleeps in poll() on the completion
  * channel and the CM channel (common/cq_channel.hpp's arm and sleep, which chapter 9 writes out), so a
  * server that drops us is noticed at once.
  */
-#include "options.hpp"
+#include "support/options.hpp"
 #include "talk.hpp"
+#include "welcome.hpp"
 
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
@@ -30,7 +31,7 @@
 #include <vector>
 
 using namespace rdma_samples;
-using namespace event_loop;
+using namespace rdma_event_loop;
 
 namespace {
 
@@ -111,29 +112,9 @@ void run(const Args &args)
 
     step(4, "connect to the server with RDMA CM (%s port %u) and read its welcome", args.server_addr->c_str(),
          args.listen_port);
-    Welcome welcome;
     //! [connect]
-    CmConnection cm = cm_retry(args.cm_server(), args.timeout_s, qp.get(), [&](CmTry &this_try) {
-        rdma_cm_id *id = this_try.conn.id.get();
-        if (!this_try.resolve(dev)) // address and route (rdma_write's step 4 writes them out)
-            return false;
-        rdma_conn_param param = cm_conn_param(qp.get());
-        if (this_try.refused_at_once(rdma_connect(id, &param))) // (iWARP: nobody listens yet; else check_rc())
-            return false;
-        // On iWARP the kernel takes the QP to RTS and the first event is ESTABLISHED (rdma_write's step 4).
-        const bool iwarp = is_iwarp(dev);
-        CmEventPtr rep = this_try.event(iwarp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE,
-                                        "the server to accept"); // a REJ: its reason
-        if (!rep)
-            return false;
-        welcome =
-            read_welcome(rep->param.conn, this_try.conn.peer); // the peer's text: checked before use (options.hpp)
-        if (!iwarp) {
-            cm_ready_qp(id, qp.get());
-            check_rc(rdma_establish(id), "rdma_establish");
-        }
-        return true;
-    });
+    CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qp.get()); // rdma_write's step 4, in a retry
+    const Welcome welcome = read_welcome(cm.accept_private_data, cm.peer); // the peer's bytes: checked before use
     //! [connect]
     Talk talk{.qp = qp.get(),
               .cq = cq.get(),

@@ -5,8 +5,9 @@
  */
 #pragma once
 
-#include "connections.hpp"
-#include "fds.hpp"
+#include "echo.hpp"
+#include "support/fds.hpp"
+#include "welcome.hpp"
 
 #include <rdma_samples/cm_server.hpp>
 #include <rdma_samples/device.hpp>
@@ -15,7 +16,7 @@
 #include <algorithm>
 #include <cerrno>
 
-namespace event_loop {
+namespace rdma_event_loop {
 
 using namespace rdma_samples;
 
@@ -178,4 +179,4 @@ inline void on_deadlines(Server &server)
     }
 }
 
-} // namespace event_loop
+} // namespace rdma_event_loop

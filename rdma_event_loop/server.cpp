@@ -13,7 +13,7 @@
  * other design: ibv_get_cq_event() says which CQ fired, each is armed on its own, and an overrun hurts
  * only that connection; it costs a CQ per client.) Credits: each connection has --credits receives
  * posted, so a client may have that many messages out; the receive is posted again before its echo
- * leaves (connections.hpp). Chapter 16 walks through it.
+ * leaves (echo.hpp). Chapter 16 walks through it.
  */
 #include "handlers.hpp"
 
@@ -23,7 +23,7 @@
 #include <sys/epoll.h>
 
 using namespace rdma_samples;
-using namespace event_loop;
+using namespace rdma_event_loop;
 
 namespace {
 

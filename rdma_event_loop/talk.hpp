@@ -6,7 +6,7 @@
  */
 #pragma once
 
-#include "options.hpp"
+#include "support/options.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-namespace event_loop {
+namespace rdma_event_loop {
 
 inline constexpr std::size_t slot_size =
     2 * rdma_samples::max_message_length; // room for "TEXT #i" and a server that sends more
@@ -72,4 +72,4 @@ inline void post_send(Talk &talk, int slot, std::uint32_t len)
     ++talk.sends_busy;
 }
 
-} // namespace event_loop
+} // namespace rdma_event_loop

@@ -5,8 +5,6 @@
  */
 #pragma once
 
-#include "options.hpp"
-
 #include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/log.hpp>
@@ -15,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-namespace srq {
+namespace rdma_srq {
 
 using namespace rdma_samples;
 
@@ -91,4 +89,4 @@ inline void take_async_events(ibv_context *ctx, const Pool &pool)
     //! [async]
 }
 
-} // namespace srq
+} // namespace rdma_srq

@@ -12,7 +12,7 @@
  * alone), its two ways to connect (-nc N descriptor files, or -cm as the server of -nc senders), whose
  * bookkeeping both receivers share (common/multi_receive.hpp).
  */
-#include "options.hpp"
+#include "support/options.hpp"
 #include "pool.hpp"
 #include "receiving.hpp"
 
@@ -26,10 +26,10 @@
 #include <chrono>
 #include <thread>
 
-namespace srq {
+namespace rdma_srq {
 namespace {
 
-void run(const Args &args, const SrqOptions &opt)
+void run(const Args &args, const ReceiverOptions &opt)
 {
     const int n = args.num_connections;
     const std::uint32_t size = opt.size ? opt.size : static_cast<std::uint32_t>(n);
@@ -118,18 +118,12 @@ void run(const Args &args, const SrqOptions &opt)
 } // the QPs (all of them), the SRQ, cq, channel, mr, pd and the device close here
 
 } // namespace
-} // namespace srq
+} // namespace rdma_srq
 
 int main(int argc, char **argv)
 {
-    rdma_samples::SrqOptions opt;
-    rdma_samples::ProgramSpec spec{
-        .name = "rdma_srq_receive",
-        .role = "receiver",
-        .summary = "A shared receive queue: N RC QPs take their receives from one pool; print each message.",
-        .resource_descriptor = false,
-        .multi_conn = true,
-        .rdma_cm = true};
-    add_srq_options(spec, opt);
-    return run_sample(spec, argc, argv, [&](const rdma_samples::Args &args) { srq::run(args, opt); });
+    rdma_srq::ReceiverOptions opt;
+    const rdma_samples::ProgramSpec spec = rdma_srq::receiver_spec(opt);
+    return rdma_samples::run_sample(spec, argc, argv,
+                                    [&](const rdma_samples::Args &args) { rdma_srq::run(args, opt); });
 }

@@ -24,7 +24,7 @@
 #include <utility>
 #include <vector>
 
-namespace srq {
+namespace rdma_srq {
 
 /** What the loop needs: the device (its async fd), the CQ all QPs share and its channel, the QPs, the pool. */
 struct Receiver {
@@ -118,4 +118,4 @@ inline void serve(const Args &args, const Device &dev, const Receiver &r)
     server.finish();
 }
 
-} // namespace srq
+} // namespace rdma_srq

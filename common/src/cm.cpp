@@ -11,6 +11,7 @@
 #include <functional>
 #include <optional>
 #include <thread>
+#include <vector>
 
 namespace rdma_samples {
 
@@ -20,6 +21,15 @@ std::string loopback_hint()
 {
     return "RDMA CM cannot use 127.0.0.1 or ::1 on RoCE (the kernel resolves loopback addresses only on InfiniBand); "
            "use the IP address of the network interface the RDMA device is bound to (rdma link show; ip addr)";
+}
+
+/** The private data @p ev carries, copied out (as many bytes as the event gives) before it is acknowledged. */
+std::vector<std::uint8_t> private_data_of(const rdma_cm_event &ev)
+{
+    const auto *data = static_cast<const std::uint8_t *>(ev.param.conn.private_data);
+    if (data == nullptr)
+        return {};
+    return {data, data + ev.param.conn.private_data_len};
 }
 
 } // namespace
@@ -297,13 +307,18 @@ CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device 
         rdma_conn_param param = cm_conn_param(qp, 0, initiator_depth); // nobody READs from the client
         if (this_try.refused_at_once(rdma_connect(id, &param)))        // (iWARP: nobody listens yet)
             return false;
-        // iWARP: the kernel took our QP to RTS; no REP to answer. No depth to check either: the event's
-        // initiator_depth is our own IRD there (cma.c cma_iw_handler(), siw_cm.c siw_cm_upcall()).
-        if (is_iwarp(dev))
-            return this_try.event(RDMA_CM_EVENT_ESTABLISHED, "the server to accept") != nullptr;
-        CmEventPtr rep = this_try.event(RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept");
+        // The server's answer, and in it the private data of its rdma_accept(), copied out before the
+        // event is acknowledged. iWARP: the answer is ESTABLISHED, the kernel took our QP to RTS; no REP
+        // to answer. No depth to check either: the event's initiator_depth is our own IRD there (cma.c
+        // cma_iw_handler(), siw_cm.c siw_cm_upcall()).
+        const bool iwarp = is_iwarp(dev);
+        CmEventPtr rep =
+            this_try.event(iwarp ? RDMA_CM_EVENT_ESTABLISHED : RDMA_CM_EVENT_CONNECT_RESPONSE, "the server to accept");
         if (!rep)
             return false;
+        this_try.conn.accept_private_data = private_data_of(*rep);
+        if (iwarp)
+            return true;
         // The REP says how many READs/atomics the server accepts in flight from us (its responder
         // resources): with fewer than we need, a READ could never be sent. The event gives the values
         // from OUR side: the server's responder resources arrive as our initiator_depth.

@@ -36,10 +36,12 @@
 
 #include <rdma/rdma_cma.h>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace rdma_samples {
 
@@ -69,6 +71,10 @@ struct CmConnection {
     std::string peer;          ///< the other side, as text
     ibv_qp *qp = nullptr;      ///< our QP (not the CM's): cm_disconnect() moves it to ERR
     bool disconnected = false; ///< RDMA_CM_EVENT_DISCONNECTED was seen
+    /** @brief cm_connect() only: the private data of the server's accept (rdma_accept()'s conn_param), as
+     *  many bytes as the event gives (RoCE and InfiniBand: the REP's 196, padded with zeros; iWARP: the
+     *  MPA reply's); the peer's bytes, unchecked. */
+    std::vector<std::uint8_t> accept_private_data;
 };
 
 /**
@@ -79,13 +85,18 @@ struct CmConnection {
  * One attempt is address, route, REQ, REP; while the server's machine does not answer, or answers
  * that nobody listens on the port (REJECT reason 8, "Invalid Service ID"), it tries again until
  * @p timeout_s runs out, as a TCP client retries a refused connect().
+ *
+ * The server may say something in its accept (rdma_accept()'s private data): the CM hands it over on
+ * RDMA_CM_EVENT_CONNECT_RESPONSE (on iWARP, where the kernel connects and no REP is answered, on
+ * RDMA_CM_EVENT_ESTABLISHED), and cm_connect() copies it into the connection's accept_private_data
+ * before the event is acknowledged. It is the peer's input: check it before use.
  * @param server    where to connect (`-sa`, `-sat`, `-lp`: Args::cm_server())
  * @param timeout_s the bound of the whole connect (`-t`)
  * @param dev       the device this side opened
  * @param qp        our QP, in INIT
  * @param initiator_depth READs/atomics this side will have in flight at the server (0 when none);
  *                  the server must grant at least this many, or the connection is an error
- * @return the connected connection
+ * @return the connected connection, with the server's accept_private_data
  */
 CmConnection cm_connect(const CmServerAddr &server, int timeout_s, const Device &dev, ibv_qp *qp,
                         int initiator_depth = 0);

@@ -1,21 +1,15 @@
 /**
  * @file options.hpp
- * @brief rdma_event_loop's own flags and the few bytes its two programs agree on: the server's welcome,
- * carried in the private data of its rdma_accept(), and the reason carried by its rdma_reject().
+ * @brief rdma_event_loop's command lines: each program's own flags (the common ones are in Args), its
+ * ProgramSpec, and the descriptor-file flags both refuse with the reason.
  */
 #pragma once
 
 #include <rdma_samples/args.hpp>
-#include <rdma_samples/check.hpp>
-#include <rdma_samples/text.hpp>
 
-#include <rdma/rdma_cma.h>
-
-#include <cstdint>
-#include <cstring>
 #include <string>
 
-namespace event_loop {
+namespace rdma_event_loop {
 
 /** @brief The server's flags (besides -d, -g, -lp, -t, -v). */
 struct ServerOptions {
@@ -31,46 +25,8 @@ struct ClientOptions {
     int interval_ms = 0; ///< --interval-ms: pause before each message (a slow or idle client)
 };
 
-/** @brief The server's welcome, in its REP (rdma_accept()'s private data): how many messages a client
- *  may have outstanding. Everything in it is checked by the client before use. */
-struct Welcome {
-    char magic[4] = {'E', 'L', 'P', '1'}; ///< "ELP1": an rdma_event_loop server, protocol 1
-    std::uint8_t credits = 0;             ///< receives the server posted for this connection
-    std::uint8_t reserved[3] = {};
-};
-static_assert(sizeof(Welcome) == 8);
-
-/** @brief The most credits a server grants, and so receives a client posts. */
+/** @brief The most credits a server grants (--credits), and so receives a client posts. */
 inline constexpr int max_credits = 16;
-
-/**
- * @brief The welcome in a server's REP, checked as the peer's text it is: at least as long as ours, our
- * magic, credits within 1..max_credits; an error names the field that is wrong (the magic quoted).
- * @param conn the CONNECT_RESPONSE (or ESTABLISHED) event's connection parameters
- * @param peer the server, for the error
- * @return the welcome @throws rdma_samples::Error when it is not a welcome we can use
- */
-inline Welcome read_welcome(const rdma_conn_param &conn, const std::string &peer)
-{
-    const std::string hint = "is the server at " + peer + " an rdma_event_loop_server?";
-    Welcome welcome;
-    if (conn.private_data_len < sizeof welcome)
-        throw rdma_samples::Error("the server's accept carries " + std::to_string(conn.private_data_len) +
-                                      " bytes of private data, not an rdma_event_loop welcome (" +
-                                      std::to_string(sizeof welcome) + " bytes)",
-                                  hint);
-    std::memcpy(&welcome, conn.private_data, sizeof welcome);
-    if (std::memcmp(welcome.magic, "ELP1", 4) != 0)
-        throw rdma_samples::Error("the server's welcome starts with " +
-                                      rdma_samples::quote(std::string(welcome.magic, sizeof welcome.magic)) +
-                                      ", not rdma_event_loop's \"ELP1\"",
-                                  hint);
-    if (welcome.credits < 1 || welcome.credits > max_credits)
-        throw rdma_samples::Error("the server's welcome grants " + std::to_string(welcome.credits) +
-                                      " credits; expected 1 to " + std::to_string(max_credits),
-                                  hint);
-    return welcome;
-}
 
 /** @brief rdma_event_loop_server's command line. @param opt where the values go @return the spec */
 inline rdma_samples::ProgramSpec server_spec(ServerOptions &opt)
@@ -126,4 +82,4 @@ inline void refuse_descriptor_files(rdma_samples::ProgramSpec &spec)
                               name[0] == 'l' ? "ld" : "re"});
 }
 
-} // namespace event_loop
+} // namespace rdma_event_loop

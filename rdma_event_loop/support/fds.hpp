@@ -18,7 +18,7 @@
 #include <chrono>
 #include <string>
 
-namespace event_loop {
+namespace rdma_event_loop {
 
 using rdma_samples::Fd; // closes itself; Fd(call's return, call's name) checks the call (common/fd.hpp)
 
@@ -79,4 +79,4 @@ inline ssize_t drain_fd(int fd, void *buf, std::size_t len)
     return read(fd, buf, len);
 }
 
-} // namespace event_loop
+} // namespace rdma_event_loop
