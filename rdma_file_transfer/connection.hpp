@@ -21,7 +21,7 @@
 #include <string>
 #include <utility>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 using rdma_samples::check;
 using rdma_samples::check_rc;
@@ -185,4 +185,4 @@ struct Link {
     }
 };
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

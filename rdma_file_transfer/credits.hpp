@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 /** @brief A slot of ours: free again once our WRITE into it completed and its credit came back. */
 struct Slot {
@@ -74,4 +74,4 @@ inline ControlMessage expect_message(Connection &conn, MessageType type, const s
     return m;
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

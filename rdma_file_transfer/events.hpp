@@ -15,7 +15,7 @@
 
 #include <algorithm>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 /** @brief What a wait needs: the CQ and its channel, the CM's channel, both clocks, who the peer is. */
 struct Events {
@@ -73,4 +73,4 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
     //! [event_loop]
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 using rdma_samples::Error;
 using rdma_samples::quote;
@@ -186,4 +186,4 @@ inline void check_verdict(const ControlMessage &verdict, const Digest &digest)
 }
 /// @}
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

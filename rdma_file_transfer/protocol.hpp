@@ -32,7 +32,7 @@
 #include <cstring>
 #include <string>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 inline constexpr std::uint32_t protocol_magic = 0x52444654; ///< "RDFT"
 inline constexpr std::uint16_t protocol_version = 2;        ///< what this build speaks
@@ -174,4 +174,4 @@ inline void post_send(ibv_qp *qp, ControlMessage *buf, std::uint32_t lkey, const
     rdma_samples::check_post(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND)");
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

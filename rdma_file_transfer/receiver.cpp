@@ -19,7 +19,7 @@
 #include <rdma_samples/run_sample.hpp>
 
 using namespace rdma_samples;
-using namespace file_transfer;
+using namespace rdma_file_transfer;
 
 namespace {
 

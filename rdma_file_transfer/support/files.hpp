@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 using rdma_samples::Error;
 using rdma_samples::Fd;
@@ -367,4 +367,4 @@ private:
     clock::time_point start_ = clock::now(), drawn_{};
 };
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <string>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 /** @brief --deadline's default: the longest a whole transfer may last, whatever the peer does. */
 inline constexpr int default_deadline_s = 3600;
@@ -157,4 +157,4 @@ inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
     return spec;
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

@@ -32,7 +32,7 @@
 #include <thread>
 
 using namespace rdma_samples;
-using namespace file_transfer;
+using namespace rdma_file_transfer;
 
 namespace {
 

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-using namespace file_transfer;
+using namespace rdma_file_transfer;
 using rdma_samples::Error;
 
 namespace {
