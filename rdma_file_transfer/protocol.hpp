@@ -52,6 +52,14 @@ enum class MessageType : std::uint16_t {
     done = 8,    ///< sender: every chunk is out; length and digest of what was sent (step 4)
 };
 
+/** @brief Whose message comes next. The protocol has one message in flight at a time, each the answer
+ *  to the other side's (credits are not messages): the sender keeps the turn (credits.hpp) to tell an
+ *  answer from a message the receiver did not owe. */
+enum class Turn {
+    sender,   ///< the receiver owes no message: one now breaks the protocol (a refusal aside)
+    receiver, ///< the sender sent what the receiver must answer (offer, done, ID)
+};
+
 /** @brief The name of message type @p type, for errors. @param type as received @return e.g. "offer" */
 inline std::string type_name(std::uint16_t type)
 {

@@ -452,14 +452,14 @@ TEST(FileTransferReceiver, ACreditIsEmptyAndReturnsASlotTheReceiverHolds)
 TEST(FileTransferReceiver, AnAnswerPassesWhenDueWithEverySlotBack)
 {
     const ControlMessage m = read_whole(on_wire(make_message(MessageType::verdict)));
-    EXPECT_NO_THROW(check_answer(m, true, std::vector<Held>{{true}, {true}}, "the verdict"));
-    EXPECT_NO_THROW(check_answer(m, true, std::vector<Held>{}, "the ring")); // before any slot
+    EXPECT_NO_THROW(check_answer(m, Turn::receiver, std::vector<Held>{{true}, {true}}, "the verdict"));
+    EXPECT_NO_THROW(check_answer(m, Turn::receiver, std::vector<Held>{}, "the ring")); // before any slot
 }
 
 TEST(FileTransferReceiver, AnAnswerNotDueIsRejected)
 {
     const ControlMessage m = read_whole(on_wire(make_message(MessageType::verdict)));
-    const Thrown e = thrown([&] { check_answer(m, false, std::vector<Held>{{true}}, "the credit of slot 0"); });
+    const Thrown e = thrown([&] { check_answer(m, Turn::sender, std::vector<Held>{{true}}, "the credit of slot 0"); });
     EXPECT_EQ(e.what, "the receiver sent a verdict message while we waited for the credit of slot 0; it owed us no "
                       "message then");
     EXPECT_EQ(e.hint, "the receiver does not follow the protocol");
@@ -469,11 +469,11 @@ TEST(FileTransferReceiver, AnAnswerWhileTheReceiverHoldsASlotCameTooEarly)
 {
     const ControlMessage m = read_whole(on_wire(make_message(MessageType::verdict)));
     EXPECT_EQ(thrown([&] {
-                  check_answer(m, true, std::vector<Held>{{true}, {false}, {true}}, "the verdict");
+                  check_answer(m, Turn::receiver, std::vector<Held>{{true}, {false}, {true}}, "the verdict");
               }).what,
               "the receiver sent a verdict message while it still held slot 1: it answered before it had all the data");
     EXPECT_EQ(thrown([&] {
-                  check_answer(m, true, std::vector<Held>{{true}, {true}, {false}}, "the verdict");
+                  check_answer(m, Turn::receiver, std::vector<Held>{{true}, {true}, {false}}, "the verdict");
               }).what,
               "the receiver sent a verdict message while it still held slot 2: it answered before it had all the data");
 }
@@ -482,7 +482,7 @@ TEST(FileTransferReceiver, ARefusalEndsWithItsReasonWhenever)
 {
     // Not due, a slot still held: the refusal's own reason wins, quoted.
     const Thrown e =
-        thrown([] { check_answer(refusal("disk full"), false, std::vector<Held>{{false}}, "the verdict"); });
+        thrown([] { check_answer(refusal("disk full"), Turn::sender, std::vector<Held>{{false}}, "the verdict"); });
     EXPECT_EQ(e.what, R"(the receiver refused: "disk full")");
 }
 
