@@ -27,15 +27,13 @@ namespace {
  *  refused: the sender hears why. */
 ControlMessage next_message(Link &link, MessageType type, const std::string &what)
 {
-    try {
+    return link.refuse_on_error([&] {
         const ibv_wc wc = link.next(what);
         check_is_message(wc, what);
         const ControlMessage m = read_message(link.msgs[0], wc.byte_len, "the sender");
         expect_type(m, type, "the sender", what);
         return m;
-    } catch (const Error &e) {
-        link.refuse(e);
-    }
+    });
 }
 
 void run(const Args &args, const ReceiverOptions &opt)
@@ -114,14 +112,8 @@ void run(const Args &args, const ReceiverOptions &opt)
 
     step(3, "receive the offer, check the name and the destination, SEND the ring");
     const ControlMessage offer = next_message(link, MessageType::offer, "the sender's offer");
-    std::string dest;
-    std::optional<PartFile> file;
-    try {
-        dest = destination(opt.out, offer.text); // -o DIR: the sender's name, checked
-        file.emplace(dest, opt.force);
-    } catch (const Error &e) {
-        link.refuse(e);
-    }
+    const std::string dest = link.refuse_on_error([&] { return destination(opt.out, offer.text); }); // -o DIR: checked
+    PartFile file = link.refuse_on_error([&] { return PartFile(dest, opt.force); });
     link.post_receive();
     info("offer: %s, %llu bytes; writing %s", quote(offer.text).c_str(), static_cast<unsigned long long>(offer.length),
          dest.c_str());
@@ -138,7 +130,9 @@ void run(const Args &args, const ReceiverOptions &opt)
     std::vector<char> copy(std::min<std::uint64_t>(opt.chunk, std::max<std::uint64_t>(offer.length, 1)));
     std::uint64_t received = 0;
     ControlMessage done{};
-    try {
+    // Disk full, a lie, the sender's own refusal: the sender hears why (a refusal it sent comes back to
+    // it too, and changes nothing).
+    link.refuse_on_error([&] {
         for (;;) {
             //! [chunk_loop]
             const ibv_wc wc = link.next("the next chunk");
@@ -156,29 +150,22 @@ void run(const Args &args, const ReceiverOptions &opt)
             link.post_receive();                  // the next WRITE into this slot needs a receive
             link.post_credit(slot);               // the credit, zero bytes: "slot is yours again"
             sha.update(copy.data(), wc.byte_len); // hash and write while the sender refills the slot
-            file->write(copy.data(), wc.byte_len);
+            file.write(copy.data(), wc.byte_len);
             received += wc.byte_len;
             //! [chunk_loop]
             progress.update(received);
         }
         ring_mr.reset(); // ibv_dereg_mr(): nothing of the ring is writable any more
         check_done(done, received, offer.length);
-    } catch (const Error &e) {
-        link.refuse(e); // disk full, a lie, the sender's own refusal: the sender hears why (a refusal it sent
-    }                   // comes back to it too, and changes nothing)
+    });
     progress.finish();
 
     step(5, "compare the digests; keep the file (fsync, rename) only if they match; SEND the verdict");
     ControlMessage verdict = make_message(MessageType::verdict);
     verdict.digest = sha.final();
     verdict.flags = verdict.digest == done.digest ? 1 : 0;
-    if (verdict.flags == 1) {
-        try {
-            file->commit();
-        } catch (const Error &e) {
-            link.refuse(e);
-        }
-    }
+    if (verdict.flags == 1)
+        link.refuse_on_error([&] { file.commit(); });
     link.post_message(verdict);
     if (verdict.flags != 1) {
         link.deliver(); // a NIC may not have sent it yet when we tear the QP down
