@@ -27,6 +27,7 @@
 #include <thread>
 
 using namespace rdma_samples;
+using namespace rdma_multi_conn;
 
 namespace {
 
