@@ -9,8 +9,11 @@
  *
  * Descriptor files (-nc N): we are the requester and publish first, "<path>-0000" ... per connection.
  * RDMA CM (-cm): without -sa this process is the server and sends to each of -nc clients as it
- * connects; with -sa it is one client of a receiving server. See receiver.cpp for the other side.
+ * connects; with -sa it is one client of a receiving server. The SEND and the server's completions are
+ * in sending.hpp. See receiver.cpp for the other side.
  */
+#include "sending.hpp"
+
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
@@ -30,43 +33,13 @@
 #include <vector>
 
 using namespace rdma_samples;
+using namespace rdma_multi_conn;
 
-/** Post the message as a SEND on @p qp; @p conn comes back as the completion's wr_id. */
-static void post_message(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::size_t len, int conn)
-{
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // all connections send from the same bytes
-    sge.length = static_cast<std::uint32_t>(len);
-    sge.lkey = mr->lkey;
-    ibv_send_wr wr{};
-    wr.wr_id = static_cast<std::uint64_t>(conn); // tells the completions apart (wc.qp_num would too)
-    wr.opcode = IBV_WR_SEND;                     // two-sided: lands in the receive the peer posted
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr *bad_wr = nullptr;
-    check_post(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(SEND, connection " + std::to_string(conn) + ")");
-}
-
-/** Take every completion the CQ holds; wr_id is the connection. */
-static void take_completions(ibv_cq *cq, const Args &args, CmClients &clients)
-{
-    ibv_wc wc{};
-    while (check_poll(ibv_poll_cq(cq, 1, &wc)) > 0) {
-        const int conn = static_cast<int>(wc.wr_id);
-        if (wc.status == IBV_WC_SUCCESS) {
-            result("Sender has sent: \"%s\", connection %d", args.message.c_str(), conn);
-            clients.mark_done(conn);
-        } else {
-            clients.mark_lost(conn, std::string("its SEND completed with ") + wc_status_name(wc.status) + ": " +
-                                        hint_for_wc_status(wc.status));
-        }
-    }
-}
+namespace {
 
 /** The CM server: accept up to n receivers and SEND to each once it is connected. */
-static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf,
-                  const ibv_mr *mr)
+void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf,
+           const ibv_mr *mr)
 {
     CmConnection listener = cm_listen(dev, args.listen_port, static_cast<int>(qps.size()));
     CmClients clients(qps); // client i gets qps[i]
@@ -126,7 +99,7 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
                    "a receiver stopped early; its output says why");
 }
 
-static void run(const Args &args)
+void run(const Args &args)
 {
     const bool cm_client = args.use_cm && args.server_addr;
     const int n = cm_client ? 1 : args.num_connections;
@@ -197,6 +170,8 @@ static void run(const Args &args)
         serve(args, dev, cq.get(), qps, buf, mr.get());
     }
 } // the QPs (all of them), cq, mr, pd and the device close here
+
+} // namespace
 
 int main(int argc, char **argv)
 {
