@@ -150,10 +150,9 @@ inline void check_credit(std::uint32_t byte_len, std::uint32_t slot, bool holds)
 
 /** @brief Throws unless message @p m may come now, while we wait for @p what. The protocol has one
  *  message in flight at a time, each the answer to ours: @p turn is Turn::receiver once we sent what it
- *  answers. An honest
- *  receiver credits every chunk before it answers "done", and on RC our receives complete in the order
- *  it sent: a message while it holds one of @p slots (each with .credited) came too early. A refusal
- *  throws its reason. */
+ *  answers. An honest receiver credits every chunk before it answers "done", and on RC our receives
+ *  complete in the order it sent: a message while it holds one of @p slots (each with .credited) came
+ *  too early. A refusal throws its reason. */
 template <typename Slots>
 void check_answer(const ControlMessage &m, Turn turn, const Slots &slots, const std::string &what)
 {
