@@ -13,6 +13,7 @@
  * in sending.hpp. See receiver.cpp for the other side.
  */
 #include "sending.hpp"
+#include "support/options.hpp"
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
@@ -101,8 +102,8 @@ void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<Qp
 
 void run(const Args &args)
 {
-    const bool cm_client = args.use_cm && args.server_addr;
-    const int n = cm_client ? 1 : args.num_connections;
+    const Flow flow = flow_of(args); // descriptor files, an RDMA CM client or server (support/options.hpp)
+    const int n = connections(args, flow);
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -130,7 +131,8 @@ void run(const Args &args)
     }
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
 
-    if (!args.use_cm) {
+    switch (flow) {
+    case Flow::descriptor_files: {
         step(4, "publish a connection descriptor per QP (%s-0000 ...)", args.local_descriptor_path.c_str());
         std::vector<ConnectionDescriptor> local;
         for (int i = 0; i < n; ++i) {
@@ -154,7 +156,9 @@ void run(const Args &args)
                              "the SEND on connection " + std::to_string(i));
             result("Sender has sent: \"%s\", connection %d", args.message.c_str(), i);
         }
-    } else if (cm_client) {
+        break;
+    }
+    case Flow::cm_client: {
         step(4, "connect to the receiving server with RDMA CM (%s port %u)", args.server_addr->c_str(),
              args.listen_port);
         CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
@@ -164,10 +168,13 @@ void run(const Args &args)
         result("Sender has sent: \"%s\", connection 0", args.message.c_str());
         step(6, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
-    } else {
+        break;
+    }
+    case Flow::cm_server:
         step(4, "serve %d receivers with RDMA CM on port %u: accept each, SEND to it once connected", n,
              args.listen_port);
         serve(args, dev, cq.get(), qps, buf, mr.get());
+        break;
     }
 } // the QPs (all of them), cq, mr, pd and the device close here
 
@@ -175,19 +182,5 @@ void run(const Args &args)
 
 int main(int argc, char **argv)
 {
-    ProgramSpec spec{.name = "rdma_multi_conn_send",
-                     .role = "sender",
-                     .summary = "Many connections, sender side: one RC QP per receiver, SEND the same string on each.",
-                     .message_flag = 's',
-                     .message_help = "string to send",
-                     .resource_descriptor = false,
-                     .multi_conn = true,
-                     .rdma_cm = true};
-    // A shared receive queue holds receives, and a sender posts none: say where the flag belongs.
-    spec.extra.push_back({"srq", "", "receiver only (rdma_srq_receive); refused here", "", [](const std::string &) {
-                              throw UsageError(
-                                  "--srq applies to the receiving side: an SRQ holds receives, and a sender posts none",
-                                  "run rdma_srq_receive as the receiver; this sender stays as it is");
-                          }});
-    return run_sample(spec, argc, argv, run);
+    return run_sample(sender_spec(), argc, argv, run);
 }
