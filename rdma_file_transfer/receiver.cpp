@@ -11,7 +11,9 @@
  */
 #include "connection.hpp"
 #include "peer_checks.hpp"
+#include "support/destination.hpp"
 #include "support/files.hpp"
+#include "support/keys.hpp"
 #include "support/options.hpp"
 
 #include <rdma_samples/log.hpp>
@@ -45,9 +47,9 @@ void run(const Args &args, const ReceiverOptions &opt)
     require_immediate_data(dev); // its WRITEs and credits carry immediates: none on siw
     ibv_device_attr attr{};
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
-    check_ring_fits(attr, dev.name, opt.slots, opt.chunk); // max_mr_size, max_qp_wr, max_cqe
-    const std::map<std::string, std::string> keys = opt.keys_file.empty() ? decltype(keys){} : load_keys(opt.keys_file);
-    CmConnection listener = cm_listen(dev, args.listen_port); // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
+    check_ring_fits(attr, dev.name, opt.slots, opt.chunk);     // max_mr_size, max_qp_wr, max_cqe
+    const std::optional<Keys> keys = load_keys(opt.keys_file); // none without --keys: every ID gets a receipt
+    CmConnection listener = cm_listen(dev, args.listen_port);  // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
     info("listening on port %u; waiting up to %d s for the sender", args.listen_port, args.timeout_s);
 
     step(2, "accept the sender: on its CONNECT_REQUEST, make the QP with rdma_create_qp() and export the ring");
@@ -130,8 +132,6 @@ void run(const Args &args, const ReceiverOptions &opt)
     std::vector<char> copy(std::min<std::uint64_t>(opt.chunk, std::max<std::uint64_t>(offer.length, 1)));
     std::uint64_t received = 0;
     ControlMessage done{};
-    // Disk full, a lie, the sender's own refusal: the sender hears why (a refusal it sent comes back to
-    // it too, and changes nothing).
     link.refuse_on_error([&] {
         for (;;) {
             //! [chunk_loop]
@@ -157,7 +157,7 @@ void run(const Args &args, const ReceiverOptions &opt)
         }
         ring_mr.reset(); // ibv_dereg_mr(): nothing of the ring is writable any more
         check_done(done, received, offer.length);
-    });
+    }); // disk full, a lie, the sender's own refusal: the sender hears why (its refusal comes back, changing nothing)
     progress.finish();
 
     step(5, "compare the digests; keep the file (fsync, rename) only if they match; SEND the verdict");
@@ -176,10 +176,9 @@ void run(const Args &args, const ReceiverOptions &opt)
 
     step(6, "receive the sender's ID; SEND its key (step 7), or a receipt without --keys");
     const std::string who = next_message(link, MessageType::id, "the sender's ID").text;
-    const std::string receipt = "received " + std::to_string(received) + " bytes, sha256 " + hex(verdict.digest);
-    link.post_message(answer_id(keys, who, receipt)); // a key, a receipt, or a refusal of an unknown ID
-    const char *how = keys.empty() ? "a receipt" : keys.count(who) > 0 ? "its key" : "a refusal (unknown ID)";
-    result("Answered %s with %s", quote(who).c_str(), how);
+    const ControlMessage answer = answer_id(keys, who, received, verdict.digest); // a key, a receipt or a refusal
+    link.post_message(answer);
+    result("Answered %s with %s", quote(who).c_str(), answer_name(answer));
 
     step(7, "wait for the sender to disconnect");
     // The sender disconnects once it has our answer: its DREQ proves the last SEND arrived, whether or
