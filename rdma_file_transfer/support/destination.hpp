@@ -91,7 +91,7 @@ public:
         fd_ = open(dir_.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
         if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
             tmp_ = temp_name();
-            fd_ = open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+            fd_ = open(tmp_->c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
         }
         if (fd_ < 0)
             rdma_samples::fail_errno("creating a file in " + rdma_samples::quote(dir_), errno,
@@ -102,8 +102,8 @@ public:
     ~PartFile()
     {
         close(fd_);
-        if (!committed_ && !tmp_.empty())
-            unlink(tmp_.c_str());
+        if (tmp_) // not committed: the temporary file goes
+            unlink(tmp_->c_str());
     }
     /** @brief Append @p n bytes, all of them, or throw (ENOSPC: the disk is full). Writeback starts
      *  every flush_window bytes and waits for the window before, so that commit()'s fsync() has at most
@@ -146,22 +146,22 @@ public:
     {
         if (fsync(fd_) != 0)
             rdma_samples::fail_errno("fsync(" + rdma_samples::quote(dest_) + ")", errno, "check the receiver's disk");
-        if (tmp_.empty()) { // nameless (O_TMPFILE): link it in under a temporary name first
+        if (!tmp_) { // nameless (O_TMPFILE): link it in under a temporary name first
             tmp_ = temp_name();
             const std::string self = "/proc/self/fd/" + std::to_string(fd_);
-            if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp_.c_str(), AT_SYMLINK_FOLLOW) != 0)
-                rdma_samples::fail_errno("linkat(" + rdma_samples::quote(tmp_) + ")", errno,
+            if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp_->c_str(), AT_SYMLINK_FOLLOW) != 0)
+                rdma_samples::fail_errno("linkat(" + rdma_samples::quote(*tmp_) + ")", errno,
                                          "check the receiver's disk");
         }
         // Without --force, link() refuses an existing name (EEXIST), even one made since we checked.
-        const int rc = force_ ? rename(tmp_.c_str(), dest_.c_str()) : link(tmp_.c_str(), dest_.c_str());
+        const int rc = force_ ? rename(tmp_->c_str(), dest_.c_str()) : link(tmp_->c_str(), dest_.c_str());
         if (rc != 0)
             rdma_samples::fail_errno((force_ ? "rename(" : "link(") + rdma_samples::quote(dest_) + ")", errno,
                                      errno == EEXIST ? "pass --force to replace it, or choose another -o"
                                                      : "check the receiver's disk");
         if (!force_)
-            unlink(tmp_.c_str());
-        committed_ = true;
+            unlink(tmp_->c_str());
+        tmp_.reset(); // committed: the file has its final name, nothing temporary is left
         Fd dir(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
         if (dir.get() >= 0)
             fsync(dir.get());
@@ -175,10 +175,10 @@ private:
         return dir_ + "/." + base + "." + std::to_string(std::random_device{}()) + ".part";
     }
     static constexpr std::uint64_t flush_window = 8 << 20; ///< bytes between two starts of writeback
-    std::string dest_, dir_, tmp_;
+    std::string dest_, dir_;
+    std::optional<std::string> tmp_; ///< the temporary name, while there is one (none: O_TMPFILE's, or committed)
     bool force_;
     int fd_ = -1;
-    bool committed_ = false;
     std::uint64_t written_ = 0; ///< bytes appended
     std::uint64_t started_ = 0; ///< writeback started for [0, started_)
     std::uint64_t waited_ = 0;  ///< written to disk: [0, waited_)
