@@ -21,7 +21,7 @@
 #include <string>
 #include <utility>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 using rdma_samples::check;
 using rdma_samples::check_rc;
@@ -183,6 +183,17 @@ struct Link {
         }
         throw e;
     }
+    /** @brief Do @p step; an Error it throws is refused (refuse()): the peer hears why we stop.
+     *  @param step what may fail for a reason the peer must hear @return what @p step returns */
+    template <typename Step>
+    auto refuse_on_error(Step step) -> decltype(step())
+    {
+        try {
+            return step();
+        } catch (const Error &e) {
+            refuse(e);
+        }
+    }
 };
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

@@ -17,7 +17,7 @@
 #include <string>
 #include <vector>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 /** @brief A slot of ours: free again once our WRITE into it completed and its credit came back. */
 struct Slot {
@@ -30,7 +30,7 @@ struct Connection {
     Link link;
     std::vector<Slot> slots{};               ///< the slots in use
     std::optional<ControlMessage> message{}; ///< a message not yet read
-    bool reply_due = false;                  ///< we sent what the receiver must answer (offer, done, ID)
+    Turn turn = Turn::sender;                ///< Turn::receiver once we sent what it must answer (offer, done, ID)
 };
 
 /** @brief Take completions until @p ready() holds; each completion's wr_id says what it is. Every credit and
@@ -56,9 +56,9 @@ void wait_until(Connection &conn, const std::string &what, Ready ready)
             conn.slots[slot].credited = true;
         } else {
             const ControlMessage m = read_message(conn.link.msgs[0], wc.byte_len, "the receiver");
-            check_answer(m, conn.reply_due, conn.slots, what); // (a second message finds reply_due false)
+            check_answer(m, conn.turn, conn.slots, what); // (a second message finds the turn ours again)
             conn.message = m;
-            conn.reply_due = false;
+            conn.turn = Turn::sender;
         }
         conn.link.post_receive(); // give the receive back at once
     }
@@ -74,4 +74,4 @@ inline ControlMessage expect_message(Connection &conn, MessageType type, const s
     return m;
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

@@ -15,17 +15,23 @@
 
 #include <algorithm>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
+
+/** @brief The peer as the CM's event channel tells of it. */
+enum class PeerState {
+    connected,    ///< no DISCONNECTED yet
+    disconnected, ///< DISCONNECTED came: what is still in the CQ is the last of it
+};
 
 /** @brief What a wait needs: the CQ and its channel, the CM's channel, both clocks, who the peer is. */
 struct Events {
-    ibv_cq *cq;                      ///< the one CQ of the QP (sends and receives)
-    ibv_comp_channel *channel;       ///< the CQ's completion channel
-    rdma_event_channel *cm_channel;  ///< where DISCONNECTED (and, on the receiver, other senders) arrive
-    int timeout_s;                   ///< -t: the longest any one wait may last
-    rdma_samples::Deadline transfer; ///< --deadline: the end of the whole transfer
-    std::string peer;                ///< "the sender" or "the receiver", for messages
-    bool peer_gone = false;          ///< DISCONNECTED came: what is still in the CQ is the last of it
+    ibv_cq *cq;                                  ///< the one CQ of the QP (sends and receives)
+    ibv_comp_channel *channel;                   ///< the CQ's completion channel
+    rdma_event_channel *cm_channel;              ///< where DISCONNECTED (and, on the receiver, other senders) arrive
+    int timeout_s;                               ///< -t: the longest any one wait may last
+    rdma_samples::Deadline transfer;             ///< --deadline: the end of the whole transfer
+    std::string peer;                            ///< "the sender" or "the receiver", for messages
+    PeerState peer_state = PeerState::connected; ///< disconnected: the CQ holds the last of what it said
 };
 
 /** @brief The next completion, sleeping on the completion channel while there is none.
@@ -43,8 +49,9 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
             return wc;
         // Empty: arm the CQ and poll once more (a completion just before the arm raises no event).
         if (rdma_samples::arm_cq_and_poll(e.cq, {&wc, 1}) == 1)
-            return wc;   // (the armed event fires later; the next sleep takes it and polls again)
-        if (e.peer_gone) // the CQ is drained: whatever the peer said before it left has been read
+            return wc; // (the armed event fires later; the next sleep takes it and polls again)
+        // Drained: if the peer is gone, whatever it said before it left has been read.
+        if (e.peer_state == PeerState::disconnected)
             throw rdma_samples::Error(e.peer + " went away (RDMA_CM_EVENT_DISCONNECTED) while we waited for " + what,
                                       e.peer + "'s output says why; a file not yet verified is not kept");
         // Sleep on the completion channel and on the CM's channel (a peer that goes away sends a DREQ:
@@ -64,7 +71,7 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
             check_rc(rdma_get_cm_event(e.cm_channel, &raw), "rdma_get_cm_event");
             rdma_samples::CmEventPtr event(raw);
             if (event->event == RDMA_CM_EVENT_DISCONNECTED)
-                e.peer_gone = true; // poll the CQ dry first: a refusal may be waiting there
+                e.peer_state = PeerState::disconnected; // poll the CQ dry first: a refusal may be waiting there
             else if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST)
                 rdma_samples::refuse_request(event,
                                              "one sender at a time: another is being served"); // one peer at a time
@@ -73,4 +80,4 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
     //! [event_loop]
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

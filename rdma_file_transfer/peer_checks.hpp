@@ -19,7 +19,7 @@
 #include <optional>
 #include <string>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 using rdma_samples::Error;
 using rdma_samples::quote;
@@ -149,16 +149,16 @@ inline void check_credit(std::uint32_t byte_len, std::uint32_t slot, bool holds)
 }
 
 /** @brief Throws unless message @p m may come now, while we wait for @p what. The protocol has one
- *  message in flight at a time, each the answer to ours: @p due says we sent what it answers. An honest
- *  receiver credits every chunk before it answers "done", and on RC our receives complete in the order
- *  it sent: a message while it holds one of @p slots (each with .credited) came too early. A refusal
- *  throws its reason. */
+ *  message in flight at a time, each the answer to ours: @p turn is Turn::receiver once we sent what it
+ *  answers. An honest receiver credits every chunk before it answers "done", and on RC our receives
+ *  complete in the order it sent: a message while it holds one of @p slots (each with .credited) came
+ *  too early. A refusal throws its reason. */
 template <typename Slots>
-void check_answer(const ControlMessage &m, bool due, const Slots &slots, const std::string &what)
+void check_answer(const ControlMessage &m, Turn turn, const Slots &slots, const std::string &what)
 {
     if (m.type == static_cast<std::uint16_t>(MessageType::refusal))
         expect_type(m, MessageType::refusal, "the receiver", what); // throws its reason
-    if (!due)
+    if (turn != Turn::receiver)
         throw Error("the receiver sent a " + type_name(m.type) + " message while we waited for " + what +
                         "; it owed us no message then",
                     "the receiver does not follow the protocol");
@@ -186,4 +186,4 @@ inline void check_verdict(const ControlMessage &verdict, const Digest &digest)
 }
 /// @}
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

@@ -32,7 +32,7 @@
 #include <cstring>
 #include <string>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 inline constexpr std::uint32_t protocol_magic = 0x52444654; ///< "RDFT"
 inline constexpr std::uint16_t protocol_version = 2;        ///< what this build speaks
@@ -50,6 +50,14 @@ enum class MessageType : std::uint16_t {
     key = 6,     ///< receiver: the secret key for that ID (step 7)
     receipt = 7, ///< receiver without --keys: a receipt instead of a key (step 7)
     done = 8,    ///< sender: every chunk is out; length and digest of what was sent (step 4)
+};
+
+/** @brief Whose message comes next. The protocol has one message in flight at a time, each the answer
+ *  to the other side's (credits are not messages): the sender keeps the turn (credits.hpp) to tell an
+ *  answer from a message the receiver did not owe. */
+enum class Turn {
+    sender,   ///< the receiver owes no message: one now breaks the protocol (a refusal aside)
+    receiver, ///< the sender sent what the receiver must answer (offer, done, ID)
 };
 
 /** @brief The name of message type @p type, for errors. @param type as received @return e.g. "offer" */
@@ -174,4 +182,4 @@ inline void post_send(ibv_qp *qp, ControlMessage *buf, std::uint32_t lkey, const
     rdma_samples::check_post(ibv_post_send(qp, &wr, &bad), "ibv_post_send(SEND)");
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

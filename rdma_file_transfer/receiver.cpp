@@ -11,7 +11,9 @@
  */
 #include "connection.hpp"
 #include "peer_checks.hpp"
+#include "support/destination.hpp"
 #include "support/files.hpp"
+#include "support/keys.hpp"
 #include "support/options.hpp"
 
 #include <rdma_samples/log.hpp>
@@ -19,7 +21,7 @@
 #include <rdma_samples/run_sample.hpp>
 
 using namespace rdma_samples;
-using namespace file_transfer;
+using namespace rdma_file_transfer;
 
 namespace {
 
@@ -27,15 +29,13 @@ namespace {
  *  refused: the sender hears why. */
 ControlMessage next_message(Link &link, MessageType type, const std::string &what)
 {
-    try {
+    return link.refuse_on_error([&] {
         const ibv_wc wc = link.next(what);
         check_is_message(wc, what);
         const ControlMessage m = read_message(link.msgs[0], wc.byte_len, "the sender");
         expect_type(m, type, "the sender", what);
         return m;
-    } catch (const Error &e) {
-        link.refuse(e);
-    }
+    });
 }
 
 void run(const Args &args, const ReceiverOptions &opt)
@@ -47,9 +47,9 @@ void run(const Args &args, const ReceiverOptions &opt)
     require_immediate_data(dev); // its WRITEs and credits carry immediates: none on siw
     ibv_device_attr attr{};
     check_rc(ibv_query_device(dev.ctx.get(), &attr), "ibv_query_device");
-    check_ring_fits(attr, dev.name, opt.slots, opt.chunk); // max_mr_size, max_qp_wr, max_cqe
-    const std::map<std::string, std::string> keys = opt.keys_file.empty() ? decltype(keys){} : load_keys(opt.keys_file);
-    CmConnection listener = cm_listen(dev, args.listen_port); // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
+    check_ring_fits(attr, dev.name, opt.slots, opt.chunk);     // max_mr_size, max_qp_wr, max_cqe
+    const std::optional<Keys> keys = load_keys(opt.keys_file); // none without --keys: every ID gets a receipt
+    CmConnection listener = cm_listen(dev, args.listen_port);  // rdma_create_id, rdma_bind_addr, rdma_listen (cm.cpp)
     info("listening on port %u; waiting up to %d s for the sender", args.listen_port, args.timeout_s);
 
     step(2, "accept the sender: on its CONNECT_REQUEST, make the QP with rdma_create_qp() and export the ring");
@@ -114,14 +114,8 @@ void run(const Args &args, const ReceiverOptions &opt)
 
     step(3, "receive the offer, check the name and the destination, SEND the ring");
     const ControlMessage offer = next_message(link, MessageType::offer, "the sender's offer");
-    std::string dest;
-    std::optional<PartFile> file;
-    try {
-        dest = destination(opt.out, offer.text); // -o DIR: the sender's name, checked
-        file.emplace(dest, opt.force);
-    } catch (const Error &e) {
-        link.refuse(e);
-    }
+    const std::string dest = link.refuse_on_error([&] { return destination(opt.out, offer.text); }); // -o DIR: checked
+    PartFile file = link.refuse_on_error([&] { return PartFile(dest, opt.force); });
     link.post_receive();
     info("offer: %s, %llu bytes; writing %s", quote(offer.text).c_str(), static_cast<unsigned long long>(offer.length),
          dest.c_str());
@@ -138,7 +132,7 @@ void run(const Args &args, const ReceiverOptions &opt)
     std::vector<char> copy(std::min<std::uint64_t>(opt.chunk, std::max<std::uint64_t>(offer.length, 1)));
     std::uint64_t received = 0;
     ControlMessage done{};
-    try {
+    link.refuse_on_error([&] {
         for (;;) {
             //! [chunk_loop]
             const ibv_wc wc = link.next("the next chunk");
@@ -156,29 +150,22 @@ void run(const Args &args, const ReceiverOptions &opt)
             link.post_receive();                  // the next WRITE into this slot needs a receive
             link.post_credit(slot);               // the credit, zero bytes: "slot is yours again"
             sha.update(copy.data(), wc.byte_len); // hash and write while the sender refills the slot
-            file->write(copy.data(), wc.byte_len);
+            file.write(copy.data(), wc.byte_len);
             received += wc.byte_len;
             //! [chunk_loop]
             progress.update(received);
         }
         ring_mr.reset(); // ibv_dereg_mr(): nothing of the ring is writable any more
         check_done(done, received, offer.length);
-    } catch (const Error &e) {
-        link.refuse(e); // disk full, a lie, the sender's own refusal: the sender hears why (a refusal it sent
-    }                   // comes back to it too, and changes nothing)
+    }); // disk full, a lie, the sender's own refusal: the sender hears why (its refusal comes back, changing nothing)
     progress.finish();
 
     step(5, "compare the digests; keep the file (fsync, rename) only if they match; SEND the verdict");
     ControlMessage verdict = make_message(MessageType::verdict);
     verdict.digest = sha.final();
     verdict.flags = verdict.digest == done.digest ? 1 : 0;
-    if (verdict.flags == 1) {
-        try {
-            file->commit();
-        } catch (const Error &e) {
-            link.refuse(e);
-        }
-    }
+    if (verdict.flags == 1)
+        link.refuse_on_error([&] { file.commit(); });
     link.post_message(verdict);
     if (verdict.flags != 1) {
         link.deliver(); // a NIC may not have sent it yet when we tear the QP down
@@ -189,16 +176,15 @@ void run(const Args &args, const ReceiverOptions &opt)
 
     step(6, "receive the sender's ID; SEND its key (step 7), or a receipt without --keys");
     const std::string who = next_message(link, MessageType::id, "the sender's ID").text;
-    const std::string receipt = "received " + std::to_string(received) + " bytes, sha256 " + hex(verdict.digest);
-    link.post_message(answer_id(keys, who, receipt)); // a key, a receipt, or a refusal of an unknown ID
-    const char *how = keys.empty() ? "a receipt" : keys.count(who) > 0 ? "its key" : "a refusal (unknown ID)";
-    result("Answered %s with %s", quote(who).c_str(), how);
+    const ControlMessage answer = answer_id(keys, who, received, verdict.digest); // a key, a receipt or a refusal
+    link.post_message(answer);
+    result("Answered %s with %s", quote(who).c_str(), answer_name(answer));
 
     step(7, "wait for the sender to disconnect");
     // The sender disconnects once it has our answer: its DREQ proves the last SEND arrived, whether or
     // not we have polled its completion yet (the QP then flushes whatever is left).
     link.deliver();
-    if (!link.events.peer_gone)
+    if (link.events.peer_state == PeerState::connected)
         expect_cm_event(listener.channel.get(), RDMA_CM_EVENT_DISCONNECTED, args.timeout_s, "the sender to disconnect",
                         "the sender");
     rdma_disconnect(id.get()); // answers the sender's DREQ

@@ -25,7 +25,7 @@
 #include <thread>
 
 using namespace rdma_samples;
-using namespace file_transfer;
+using namespace rdma_file_transfer;
 
 namespace {
 
@@ -95,7 +95,7 @@ void run(const Args &args, const SenderOptions &opt)
     ControlMessage offer = make_message(MessageType::offer, opt.name);
     offer.version = htole16(test_fault().version); // (the test hook may announce another version)
     offer.length = src.size;
-    conn.reply_due = true; // the ring, or a refusal
+    conn.turn = Turn::receiver; // the ring, or a refusal
     send(offer);
 
     step(4, "receive the ring (addr, rkey, chunk, slots), check it, and register our own chunk buffers");
@@ -158,8 +158,8 @@ void run(const Args &args, const SenderOptions &opt)
     ControlMessage done = make_message(MessageType::done);
     done.length = offset;
     done.digest = digest;
-    conn.reply_due = true; // the verdict
-    send(done);            // on RC it arrives after every WRITE before it
+    conn.turn = Turn::receiver; // the verdict
+    send(done);                 // on RC it arrives after every WRITE before it
     progress.finish();
     result("%s  %s", hex(digest).c_str(), opt.file.c_str()); // sha256sum's format
 
@@ -173,7 +173,7 @@ void run(const Args &args, const SenderOptions &opt)
     result("Receiver's digest matches ours: %s", hex(verdict.digest).c_str());
 
     step(7, "SEND our ID %s and receive the key", quote(opt.id).c_str());
-    conn.reply_due = true; // the key, a receipt or a refusal
+    conn.turn = Turn::receiver; // the key, a receipt or a refusal
     send(make_message(MessageType::id, opt.id));
     wait_until(conn, "the key", [&] { return conn.message.has_value(); });
     const bool is_key = conn.message->type == static_cast<std::uint16_t>(MessageType::key);
@@ -182,7 +182,7 @@ void run(const Args &args, const SenderOptions &opt)
 
     step(8, "disconnect (RDMA CM)");
     check_rc(rdma_disconnect(cm.id.get()), "rdma_disconnect");
-    if (!conn.link.events.peer_gone)
+    if (conn.link.events.peer_state == PeerState::connected)
         expect_cm_event(cm.channel.get(), RDMA_CM_EVENT_DISCONNECTED, args.timeout_s, "the disconnect", cm.peer);
 } // the QP (rdma_destroy_qp), chunk_mr, the buffers, cq, the cm_id and its channel, msg_mr, pd go here, in that order
 

@@ -16,6 +16,7 @@
  *    rdma_multi_conn_send -cm -sa ADDR); with -sa it is one client of a sending server.
  */
 #include "server.hpp"
+#include "support/options.hpp"
 
 #include <rdma_samples/device.hpp>
 #include <rdma_samples/exchange.hpp>
@@ -27,6 +28,7 @@
 #include <thread>
 
 using namespace rdma_samples;
+using namespace rdma_multi_conn;
 
 namespace {
 
@@ -49,8 +51,8 @@ void post_receive(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::uint64_t
 
 void run(const Args &args)
 {
-    const bool cm_client = args.use_cm && args.server_addr;
-    const int n = cm_client ? 1 : args.num_connections;
+    const Flow flow = flow_of(args); // descriptor files, an RDMA CM client or server (support/options.hpp)
+    const int n = connections(args, flow);
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -88,7 +90,8 @@ void run(const Args &args)
     for (int i = 0; i < n; ++i)
         post_receive(qps[static_cast<std::size_t>(i)].get(), buf, mr.get(), static_cast<std::uint64_t>(i)); // slot i
 
-    if (!args.use_cm) {
+    switch (flow) {
+    case Flow::descriptor_files: {
         step(5, "for each connection: read the sender's descriptor, move to RTR/RTS, answer with ours");
         connect_by_files(args, dev, qps); // common/multi_receive.hpp
         step(6, "sleep on the completion channel until %d message(s) arrived", n);
@@ -97,17 +100,22 @@ void run(const Args &args)
         // Like TCP's TIME_WAIT (rc_qp.hpp, retransmit_window_ms()): a QP destroyed at once could not
         // acknowledge the resend, and the sender would fail although its message arrived.
         std::this_thread::sleep_for(std::chrono::milliseconds(retransmit_window_ms(qps[0].get())));
-    } else if (cm_client) {
+        break;
+    }
+    case Flow::cm_client: {
         step(5, "connect to the sending server with RDMA CM (%s port %u)", args.server_addr->c_str(), args.listen_port);
         CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
         step(6, "sleep on the completion channel until the server's message arrived");
         wait_for_messages(receiver, 1, args.timeout_s, "the server's message");
         step(7, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
-    } else {
+        break;
+    }
+    case Flow::cm_server:
         step(5, "serve %d senders with RDMA CM on port %u: accept each, print its message as it arrives", n,
              args.listen_port);
         serve(args, dev, receiver);
+        break;
     }
 } // the QPs (all of them), cq, channel, mr, pd and the device close here
 
@@ -115,11 +123,5 @@ void run(const Args &args)
 
 int main(int argc, char **argv)
 {
-    ProgramSpec spec{.name = "rdma_multi_conn_receive",
-                     .role = "receiver",
-                     .summary = "Many connections, receiver side: one RC QP per sender, print the message each sends.",
-                     .resource_descriptor = false,
-                     .multi_conn = true,
-                     .rdma_cm = true};
-    return run_sample(spec, argc, argv, run);
+    return run_sample(receiver_spec(), argc, argv, run);
 }

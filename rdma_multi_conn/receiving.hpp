@@ -22,7 +22,16 @@
 #include <string>
 #include <vector>
 
-namespace rdma_samples {
+namespace rdma_multi_conn {
+
+using rdma_samples::Buffer;
+using rdma_samples::check_poll;
+using rdma_samples::check_rc;
+using rdma_samples::connection_of;
+using rdma_samples::max_message_length;
+using rdma_samples::MessageCount;
+using rdma_samples::QpPtr;
+using rdma_samples::result;
 
 /** What the receiving loop needs: the CQ all QPs share, its channel, the QPs, the buffer their messages land in. */
 struct Receiver {
@@ -93,4 +102,4 @@ inline void wait_for_messages(const Receiver &receiver, int n, int timeout_s, co
     }
 }
 
-} // namespace rdma_samples
+} // namespace rdma_multi_conn

@@ -9,8 +9,12 @@
  *
  * Descriptor files (-nc N): we are the requester and publish first, "<path>-0000" ... per connection.
  * RDMA CM (-cm): without -sa this process is the server and sends to each of -nc clients as it
- * connects; with -sa it is one client of a receiving server. See receiver.cpp for the other side.
+ * connects; with -sa it is one client of a receiving server. The SEND and the server's completions are
+ * in sending.hpp. See receiver.cpp for the other side.
  */
+#include "sending.hpp"
+#include "support/options.hpp"
+
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
@@ -30,43 +34,13 @@
 #include <vector>
 
 using namespace rdma_samples;
+using namespace rdma_multi_conn;
 
-/** Post the message as a SEND on @p qp; @p conn comes back as the completion's wr_id. */
-static void post_message(ibv_qp *qp, const Buffer &buf, const ibv_mr *mr, std::size_t len, int conn)
-{
-    ibv_sge sge{};
-    sge.addr = reinterpret_cast<std::uintptr_t>(buf.data()); // all connections send from the same bytes
-    sge.length = static_cast<std::uint32_t>(len);
-    sge.lkey = mr->lkey;
-    ibv_send_wr wr{};
-    wr.wr_id = static_cast<std::uint64_t>(conn); // tells the completions apart (wc.qp_num would too)
-    wr.opcode = IBV_WR_SEND;                     // two-sided: lands in the receive the peer posted
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    ibv_send_wr *bad_wr = nullptr;
-    check_post(ibv_post_send(qp, &wr, &bad_wr), "ibv_post_send(SEND, connection " + std::to_string(conn) + ")");
-}
-
-/** Take every completion the CQ holds; wr_id is the connection. */
-static void take_completions(ibv_cq *cq, const Args &args, CmClients &clients)
-{
-    ibv_wc wc{};
-    while (check_poll(ibv_poll_cq(cq, 1, &wc)) > 0) {
-        const int conn = static_cast<int>(wc.wr_id);
-        if (wc.status == IBV_WC_SUCCESS) {
-            result("Sender has sent: \"%s\", connection %d", args.message.c_str(), conn);
-            clients.mark_done(conn);
-        } else {
-            clients.mark_lost(conn, std::string("its SEND completed with ") + wc_status_name(wc.status) + ": " +
-                                        hint_for_wc_status(wc.status));
-        }
-    }
-}
+namespace {
 
 /** The CM server: accept up to n receivers and SEND to each once it is connected. */
-static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf,
-                  const ibv_mr *mr)
+void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::vector<QpPtr> &qps, const Buffer &buf,
+           const ibv_mr *mr)
 {
     CmConnection listener = cm_listen(dev, args.listen_port, static_cast<int>(qps.size()));
     CmClients clients(qps); // client i gets qps[i]
@@ -126,10 +100,10 @@ static void serve(const Args &args, const Device &dev, ibv_cq *cq, const std::ve
                    "a receiver stopped early; its output says why");
 }
 
-static void run(const Args &args)
+void run(const Args &args)
 {
-    const bool cm_client = args.use_cm && args.server_addr;
-    const int n = cm_client ? 1 : args.num_connections;
+    const Flow flow = flow_of(args); // descriptor files, an RDMA CM client or server (support/options.hpp)
+    const int n = connections(args, flow);
 
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
@@ -157,7 +131,8 @@ static void run(const Args &args)
     }
     info("QPNs 0x%06x ... 0x%06x", qps.front()->qp_num, qps.back()->qp_num);
 
-    if (!args.use_cm) {
+    switch (flow) {
+    case Flow::descriptor_files: {
         step(4, "publish a connection descriptor per QP (%s-0000 ...)", args.local_descriptor_path.c_str());
         std::vector<ConnectionDescriptor> local;
         for (int i = 0; i < n; ++i) {
@@ -181,7 +156,9 @@ static void run(const Args &args)
                              "the SEND on connection " + std::to_string(i));
             result("Sender has sent: \"%s\", connection %d", args.message.c_str(), i);
         }
-    } else if (cm_client) {
+        break;
+    }
+    case Flow::cm_client: {
         step(4, "connect to the receiving server with RDMA CM (%s port %u)", args.server_addr->c_str(),
              args.listen_port);
         CmConnection cm = cm_connect(args.cm_server(), args.timeout_s, dev, qps[0].get());
@@ -191,28 +168,19 @@ static void run(const Args &args)
         result("Sender has sent: \"%s\", connection 0", args.message.c_str());
         step(6, "disconnect (RDMA CM)");
         cm_disconnect(cm, args.timeout_s);
-    } else {
+        break;
+    }
+    case Flow::cm_server:
         step(4, "serve %d receivers with RDMA CM on port %u: accept each, SEND to it once connected", n,
              args.listen_port);
         serve(args, dev, cq.get(), qps, buf, mr.get());
+        break;
     }
 } // the QPs (all of them), cq, mr, pd and the device close here
 
+} // namespace
+
 int main(int argc, char **argv)
 {
-    ProgramSpec spec{.name = "rdma_multi_conn_send",
-                     .role = "sender",
-                     .summary = "Many connections, sender side: one RC QP per receiver, SEND the same string on each.",
-                     .message_flag = 's',
-                     .message_help = "string to send",
-                     .resource_descriptor = false,
-                     .multi_conn = true,
-                     .rdma_cm = true};
-    // A shared receive queue holds receives, and a sender posts none: say where the flag belongs.
-    spec.extra.push_back({"srq", "", "receiver only (rdma_srq_receive); refused here", "", [](const std::string &) {
-                              throw UsageError(
-                                  "--srq applies to the receiving side: an SRQ holds receives, and a sender posts none",
-                                  "run rdma_srq_receive as the receiver; this sender stays as it is");
-                          }});
-    return run_sample(spec, argc, argv, run);
+    return run_sample(sender_spec(), argc, argv, run);
 }

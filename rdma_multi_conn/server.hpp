@@ -16,7 +16,12 @@
 #include <utility>
 #include <vector>
 
-namespace rdma_samples {
+namespace rdma_multi_conn {
+
+using rdma_samples::Args;
+using rdma_samples::CmEventPtr;
+using rdma_samples::Device;
+using rdma_samples::SenderServer;
 
 /** The CM server: accept up to N senders, take each message as it arrives, survive the ones that fail. */
 inline void serve(const Args &args, const Device &dev, const Receiver &receiver)
@@ -45,4 +50,4 @@ inline void serve(const Args &args, const Device &dev, const Receiver &receiver)
     server.finish();
 }
 
-} // namespace rdma_samples
+} // namespace rdma_multi_conn

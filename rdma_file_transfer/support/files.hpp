@@ -1,7 +1,8 @@
 /**
  * @file files.hpp
- * @brief What rdma_file_transfer needs that is not RDMA: SHA-256 (OpenSSL's EVP interface), the
- * source file and its checks, a destination that appears only when complete, names, keys, progress.
+ * @brief What both sides of rdma_file_transfer need that is not RDMA: SHA-256 (OpenSSL's EVP interface)
+ * and the progress line; and the sender's source file with its checks. The receiver's file is
+ * destination.hpp, its --keys file keys.hpp.
  */
 #pragma once
 
@@ -16,20 +17,14 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include <array>
 #include <chrono>
-#include <climits>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
-#include <map>
 #include <memory>
 #include <optional>
-#include <random>
 #include <string>
-#include <vector>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 using rdma_samples::Error;
 using rdma_samples::Fd;
@@ -138,199 +133,6 @@ inline std::optional<Error> changed_while_sent(const Source &src, std::uint64_t 
                  "send a file nobody is writing to (a copy or a snapshot)");
 }
 
-/** @brief What the temporary name adds to the final one: "." NAME "." up to 10 digits ".part". */
-inline constexpr std::size_t temp_name_extra = 17;
-
-/** @brief The longest name the receiver stores: its temporary name must fit NAME_MAX too. */
-inline constexpr std::size_t max_name = NAME_MAX - temp_name_extra;
-
-/** @brief Why @p name may not be used as a file name in the receiver's directory, or "" when it may.
- *  A name from the network is input, never a path: no /, no control bytes, and nothing that starts
- *  with . (a hidden file such as .profile or .bash_login, or . and ..) or - (read as a flag by the
- *  next tool that sees it). */
-inline std::string bad_name(const std::string &name)
-{
-    if (name.empty())
-        return "is empty";
-    if (name[0] == '.' || name[0] == '-')
-        return "starts with " + name.substr(0, 1) + " (hidden files and names that read as flags are refused)";
-    if (name.size() > max_name)
-        return "is " + std::to_string(name.size()) + " bytes; at most " + std::to_string(max_name) + " fit (NAME_MAX " +
-               std::to_string(NAME_MAX) + ", less " + std::to_string(temp_name_extra) + " for the temporary name)";
-    for (unsigned char c : name) {
-        if (c == '/')
-            return "contains /";
-        if (c < 0x20 || c == 0x7f)
-            return "contains a control byte";
-    }
-    return {};
-}
-
-/** @brief Where the file goes: -o @p out itself, or, when it is a directory, @p name in it.
- *  @throws Error when @p name cannot be a file name there (bad_name()) */
-inline std::string destination(const std::string &out, const std::string &name)
-{
-    struct stat st {};
-    if (stat(out.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        const std::string base = out.substr(out.rfind('/') + 1);
-        if (base.size() > max_name)
-            throw Error("-o " + rdma_samples::quote(out) + ": its last component is " + std::to_string(base.size()) +
-                            " bytes; at most " + std::to_string(max_name) + " leave room for the temporary name",
-                        "choose a shorter -o");
-        return out;
-    }
-    if (const std::string why = bad_name(name); !why.empty())
-        throw Error("the name " + rdma_samples::quote(name) + " " + why, "send it with another --name");
-    return out + "/" + name;
-}
-
-/**
- * @brief The file being received: data goes to a temporary file in the destination's directory, and
- * only commit() gives it the final name. Anything else (an error, a lost peer) removes it.
- *
- * Where the file system has O_TMPFILE (ext4, xfs, btrfs, tmpfs), the temporary file has no name at
- * all: even a receiver killed with SIGKILL leaves nothing behind. Elsewhere it is ".NAME.XXXXXX".
- */
-class PartFile {
-public:
-    /** @param dest the final path @param force whether an existing @p dest may be replaced */
-    PartFile(std::string dest, bool force) : dest_(std::move(dest)), force_(force)
-    {
-        const std::size_t slash = dest_.rfind('/');
-        dir_ = slash == std::string::npos ? "." : slash == 0 ? "/" : dest_.substr(0, slash);
-        if (!force_ && access(dest_.c_str(), F_OK) == 0)
-            throw Error(rdma_samples::quote(dest_) + " exists", "pass --force to replace it, or choose another -o");
-        fd_ = open(dir_.c_str(), O_TMPFILE | O_WRONLY | O_CLOEXEC, 0644);
-        if (fd_ < 0 && (errno == EOPNOTSUPP || errno == EISDIR || errno == EINVAL)) {
-            tmp_ = temp_name();
-            fd_ = open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-        }
-        if (fd_ < 0)
-            rdma_samples::fail_errno("creating a file in " + rdma_samples::quote(dir_), errno,
-                                     "the receiver needs a directory it may write to; check -o and its permissions");
-    }
-    PartFile(const PartFile &) = delete;
-    PartFile &operator=(const PartFile &) = delete;
-    ~PartFile()
-    {
-        close(fd_);
-        if (!committed_ && !tmp_.empty())
-            unlink(tmp_.c_str());
-    }
-    /** @brief Append @p n bytes, all of them, or throw (ENOSPC: the disk is full). Writeback starts
-     *  every flush_window bytes and waits for the window before, so that commit()'s fsync() has at most
-     *  two windows to write, however large the file: the sender waits for the verdict only -t. */
-    void write(const char *p, std::size_t n)
-    {
-        written_ += n;
-        while (n > 0) {
-            const ssize_t w = ::write(fd_, p, n);
-            if (w < 0 && errno == EINTR)
-                continue;
-            if (w < 0)
-                rdma_samples::fail_errno("write(" + rdma_samples::quote(dest_) + ")", errno,
-                                         errno == ENOSPC || errno == EFBIG || errno == EDQUOT
-                                             ? "free space on the receiver's disk (df " + dir_ +
-                                                   ") or choose another -o"
-                                             : "check the receiver's disk");
-            p += w;
-            n -= static_cast<std::size_t>(w);
-        }
-        if (written_ - started_ >= flush_window) {
-            // (a file system without it, such as 9p or tmpfs, just returns; EINVAL or ENOSYS are fine too)
-            // (a length of 0 would mean "to the end of the file": the first window has nothing before it)
-            if (started_ > waited_ &&
-                sync_file_range(fd_, static_cast<off_t>(waited_), static_cast<off_t>(started_ - waited_),
-                                SYNC_FILE_RANGE_WAIT_BEFORE | SYNC_FILE_RANGE_WRITE | SYNC_FILE_RANGE_WAIT_AFTER) !=
-                    0 &&
-                errno != EINVAL && errno != ENOSYS && errno != EOPNOTSUPP)
-                rdma_samples::fail_errno("sync_file_range(" + rdma_samples::quote(dest_) + ")", errno,
-                                         "check the receiver's disk");
-            sync_file_range(fd_, static_cast<off_t>(started_), static_cast<off_t>(written_ - started_),
-                            SYNC_FILE_RANGE_WRITE);
-            waited_ = started_;
-            started_ = written_;
-        }
-    }
-    /** @brief The data is good: make it durable (fsync), then give it its name (rename, or link the
-     *  nameless file), then make the name durable (fsync of the directory). */
-    void commit()
-    {
-        if (fsync(fd_) != 0)
-            rdma_samples::fail_errno("fsync(" + rdma_samples::quote(dest_) + ")", errno, "check the receiver's disk");
-        if (tmp_.empty()) { // nameless (O_TMPFILE): link it in under a temporary name first
-            tmp_ = temp_name();
-            const std::string self = "/proc/self/fd/" + std::to_string(fd_);
-            if (linkat(AT_FDCWD, self.c_str(), AT_FDCWD, tmp_.c_str(), AT_SYMLINK_FOLLOW) != 0)
-                rdma_samples::fail_errno("linkat(" + rdma_samples::quote(tmp_) + ")", errno,
-                                         "check the receiver's disk");
-        }
-        // Without --force, link() refuses an existing name (EEXIST), even one made since we checked.
-        const int rc = force_ ? rename(tmp_.c_str(), dest_.c_str()) : link(tmp_.c_str(), dest_.c_str());
-        if (rc != 0)
-            rdma_samples::fail_errno((force_ ? "rename(" : "link(") + rdma_samples::quote(dest_) + ")", errno,
-                                     errno == EEXIST ? "pass --force to replace it, or choose another -o"
-                                                     : "check the receiver's disk");
-        if (!force_)
-            unlink(tmp_.c_str());
-        committed_ = true;
-        Fd dir(open(dir_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-        if (dir.get() >= 0)
-            fsync(dir.get());
-    }
-
-private:
-    std::string temp_name() const
-    {
-        const std::size_t slash = dest_.rfind('/');
-        const std::string base = slash == std::string::npos ? dest_ : dest_.substr(slash + 1);
-        return dir_ + "/." + base + "." + std::to_string(std::random_device{}()) + ".part";
-    }
-    static constexpr std::uint64_t flush_window = 8 << 20; ///< bytes between two starts of writeback
-    std::string dest_, dir_, tmp_;
-    bool force_;
-    int fd_ = -1;
-    bool committed_ = false;
-    std::uint64_t written_ = 0; ///< bytes appended
-    std::uint64_t started_ = 0; ///< writeback started for [0, started_)
-    std::uint64_t waited_ = 0;  ///< written to disk: [0, waited_)
-};
-
-/** @brief The receiver's --keys file: one "ID KEY" per line; blank lines and # comments skipped.
- *  @param path the file @return ID -> key */
-inline std::map<std::string, std::string> load_keys(const std::string &path)
-{
-    std::ifstream in(path);
-    if (!in)
-        rdma_samples::fail_errno("open(" + rdma_samples::quote(path) + ")", errno, "check --keys");
-    std::map<std::string, std::string> keys;
-    std::string line;
-    for (int n = 1; std::getline(in, line); ++n) {
-        if (line.empty() || line[0] == '#')
-            continue;
-        const std::size_t sp = line.find(' ');
-        if (sp == 0 || sp == std::string::npos || sp + 1 == line.size())
-            throw Error(path + ":" + std::to_string(n) + ": expected \"ID KEY\", got " + rdma_samples::quote(line),
-                        "one ID and its key per line, separated by one space");
-        keys[line.substr(0, sp)] = line.substr(sp + 1);
-    }
-    return keys;
-}
-
-/** @brief The answer to the sender's ID (workflow step 7): its key from --keys, a refusal of an ID
- *  not there, or, without --keys (@p keys empty), the receipt @p receipt naming the ID. */
-inline ControlMessage answer_id(const std::map<std::string, std::string> &keys, const std::string &who,
-                                const std::string &receipt)
-{
-    if (keys.empty())
-        return make_message(MessageType::receipt, receipt + ", for " + who);
-    if (const auto key = keys.find(who); key != keys.end())
-        return make_message(MessageType::key, key->second);
-    return make_message(MessageType::refusal, "unknown ID " + rdma_samples::quote(who) +
-                                                  ": no key\nask the receiver's operator to add the ID to its --keys "
-                                                  "file; the file itself arrived intact");
-}
-
 /** @brief Bytes moved over time: a progress line on a terminal, one summary line at the end. */
 class Progress {
 public:
@@ -367,4 +169,4 @@ private:
     clock::time_point start_ = clock::now(), drawn_{};
 };
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

@@ -16,9 +16,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <optional>
 #include <string>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 /** @brief --deadline's default: the longest a whole transfer may last, whatever the peer does. */
 inline constexpr int default_deadline_s = 3600;
@@ -33,12 +34,12 @@ struct SenderOptions {
 
 /** @brief The receiver's flags. */
 struct ReceiverOptions {
-    std::string out;                     ///< -o PATH|DIR (required: no silent default into the working directory)
-    int deadline_s = default_deadline_s; ///< --deadline
-    std::string keys_file;               ///< --keys
-    bool force = false;                  ///< --force
-    std::uint32_t slots = 4;             ///< --slots
-    std::uint32_t chunk = 1 << 20;       ///< --chunk
+    std::string out;                      ///< -o PATH|DIR (required: no silent default into the working directory)
+    int deadline_s = default_deadline_s;  ///< --deadline
+    std::optional<std::string> keys_file; ///< --keys (none: every ID gets a receipt)
+    bool force = false;                   ///< --force
+    std::uint32_t slots = 4;              ///< --slots
+    std::uint32_t chunk = 1 << 20;        ///< --chunk
 };
 
 /** @brief --deadline, the same on both sides: seconds the whole transfer may last (-t bounds each wait).
@@ -157,4 +158,4 @@ inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
     return spec;
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

@@ -13,7 +13,7 @@
 #include <cstdlib>
 #include <string>
 
-namespace file_transfer {
+namespace rdma_file_transfer {
 
 /**
  * @brief Test-only fault injection, read once from RDMA_SAMPLES_TEST_FILE_FAULT; never set it in real
@@ -45,4 +45,4 @@ inline const TestFault &test_fault()
     return fault;
 }
 
-} // namespace file_transfer
+} // namespace rdma_file_transfer

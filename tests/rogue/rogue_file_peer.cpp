@@ -32,7 +32,7 @@
 #include <thread>
 
 using namespace rdma_samples;
-using namespace file_transfer;
+using namespace rdma_file_transfer;
 
 namespace {
 
@@ -166,7 +166,7 @@ void pump(Link &l, const std::string &what)
         if (wc.status != IBV_WC_SUCCESS) // (a receive's opcode is known only once it succeeded)
             check_wc(wc, IBV_WC_RECV, "a receive");
     } catch (const Error &e) {
-        if (!l.events->peer_gone)
+        if (l.events->peer_state == PeerState::connected)
             throw;
         result("%s ended the connection (%s)", l.peer.c_str(), e.what());
         throw PeerEnded{};

@@ -2,10 +2,13 @@
  * @file test_file_transfer_checks.cpp
  * @brief rdma_file_transfer's checks of what a peer sends (rdma_file_transfer/peer_checks.hpp), without a
  * device: each message field, chunk, ring, credit, answer and verdict that can lie, at the edge of each
- * bound and one past it. tests/bats/rdma_file_transfer_rogue.bats tells the same lies over a real
+ * bound and one past it; and the sender's name as a file name (support/destination.hpp) and the answer to
+ * its ID (support/keys.hpp). tests/bats/rdma_file_transfer_rogue.bats tells the same lies over a real
  * connection.
  */
 #include "rdma_file_transfer/peer_checks.hpp"
+#include "rdma_file_transfer/support/destination.hpp"
+#include "rdma_file_transfer/support/keys.hpp"
 
 #include <rdma_samples/check.hpp>
 
@@ -14,10 +17,11 @@
 
 #include <cstddef>
 #include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
-using namespace file_transfer;
+using namespace rdma_file_transfer;
 using rdma_samples::Error;
 
 namespace {
@@ -449,17 +453,17 @@ TEST(FileTransferReceiver, ACreditIsEmptyAndReturnsASlotTheReceiverHolds)
               "the receiver returned slot 99 (0 bytes), which is not one we wrote and it still holds");
 }
 
-TEST(FileTransferReceiver, AnAnswerPassesWhenDueWithEverySlotBack)
+TEST(FileTransferReceiver, AnAnswerPassesOnTheReceiversTurnWithEverySlotBack)
 {
     const ControlMessage m = read_whole(on_wire(make_message(MessageType::verdict)));
-    EXPECT_NO_THROW(check_answer(m, true, std::vector<Held>{{true}, {true}}, "the verdict"));
-    EXPECT_NO_THROW(check_answer(m, true, std::vector<Held>{}, "the ring")); // before any slot
+    EXPECT_NO_THROW(check_answer(m, Turn::receiver, std::vector<Held>{{true}, {true}}, "the verdict"));
+    EXPECT_NO_THROW(check_answer(m, Turn::receiver, std::vector<Held>{}, "the ring")); // before any slot
 }
 
-TEST(FileTransferReceiver, AnAnswerNotDueIsRejected)
+TEST(FileTransferReceiver, AnAnswerOnTheSendersTurnIsRejected)
 {
     const ControlMessage m = read_whole(on_wire(make_message(MessageType::verdict)));
-    const Thrown e = thrown([&] { check_answer(m, false, std::vector<Held>{{true}}, "the credit of slot 0"); });
+    const Thrown e = thrown([&] { check_answer(m, Turn::sender, std::vector<Held>{{true}}, "the credit of slot 0"); });
     EXPECT_EQ(e.what, "the receiver sent a verdict message while we waited for the credit of slot 0; it owed us no "
                       "message then");
     EXPECT_EQ(e.hint, "the receiver does not follow the protocol");
@@ -469,20 +473,20 @@ TEST(FileTransferReceiver, AnAnswerWhileTheReceiverHoldsASlotCameTooEarly)
 {
     const ControlMessage m = read_whole(on_wire(make_message(MessageType::verdict)));
     EXPECT_EQ(thrown([&] {
-                  check_answer(m, true, std::vector<Held>{{true}, {false}, {true}}, "the verdict");
+                  check_answer(m, Turn::receiver, std::vector<Held>{{true}, {false}, {true}}, "the verdict");
               }).what,
               "the receiver sent a verdict message while it still held slot 1: it answered before it had all the data");
     EXPECT_EQ(thrown([&] {
-                  check_answer(m, true, std::vector<Held>{{true}, {true}, {false}}, "the verdict");
+                  check_answer(m, Turn::receiver, std::vector<Held>{{true}, {true}, {false}}, "the verdict");
               }).what,
               "the receiver sent a verdict message while it still held slot 2: it answered before it had all the data");
 }
 
 TEST(FileTransferReceiver, ARefusalEndsWithItsReasonWhenever)
 {
-    // Not due, a slot still held: the refusal's own reason wins, quoted.
+    // The sender's turn, a slot still held: the refusal's own reason wins, quoted.
     const Thrown e =
-        thrown([] { check_answer(refusal("disk full"), false, std::vector<Held>{{false}}, "the verdict"); });
+        thrown([] { check_answer(refusal("disk full"), Turn::sender, std::vector<Held>{{false}}, "the verdict"); });
     EXPECT_EQ(e.what, R"(the receiver refused: "disk full")");
 }
 
@@ -522,4 +526,34 @@ TEST(FileTransferReceiver, AnHonestMismatchSaysTheDataWasDamaged)
                           ", not 000102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f: the data was "
                           "damaged");
     EXPECT_EQ(e.hint, "nothing was kept on the receiver; send the file again");
+}
+
+// --- bad_name(), answer_id(): the sender's name as a file name, and the answer to its ID ---
+
+TEST(FileTransferReceiver, ANameFromTheSenderIsAFileNameOrItSaysWhyNot)
+{
+    EXPECT_EQ(bad_name("notes.txt"), std::nullopt);
+    EXPECT_EQ(bad_name(std::string(max_name, 'x')), std::nullopt);
+    EXPECT_EQ(bad_name(""), "is empty");
+    EXPECT_EQ(bad_name(".profile"), "starts with . (hidden files and names that read as flags are refused)");
+    EXPECT_EQ(bad_name("-rf"), "starts with - (hidden files and names that read as flags are refused)");
+    EXPECT_EQ(bad_name("a/b"), "contains /");
+    EXPECT_EQ(bad_name("a\nb"), "contains a control byte");
+    EXPECT_EQ(bad_name(std::string(max_name + 1, 'x')),
+              "is 239 bytes; at most 238 fit (NAME_MAX 255, less 17 for the temporary name)");
+}
+
+TEST(FileTransferReceiver, AnIdGetsItsKeyARefusalOrWithoutKeysAReceipt)
+{
+    const Digest digest = counting_digest();
+    const ControlMessage receipt = answer_id(std::nullopt, "alice", 5, digest);
+    EXPECT_EQ(receipt.type, static_cast<std::uint16_t>(MessageType::receipt));
+    EXPECT_EQ(std::string(receipt.text), "received 5 bytes, sha256 " + hex(digest) + ", for alice");
+    EXPECT_STREQ(answer_name(receipt), "a receipt");
+    const Keys keys{{"alice", "s3cret"}};
+    const ControlMessage key = answer_id(keys, "alice", 5, digest);
+    EXPECT_EQ(std::string(key.text), "s3cret");
+    EXPECT_STREQ(answer_name(key), "its key");
+    EXPECT_STREQ(answer_name(answer_id(keys, "mallory", 5, digest)), "a refusal (unknown ID)");
+    EXPECT_STREQ(answer_name(answer_id(Keys{}, "alice", 5, digest)), "a refusal (unknown ID)"); // --keys, no line
 }
