@@ -150,7 +150,10 @@ def scenario(d, build, args):
     resp_args = resp_args + extra_resp
     share = os.path.join(d, "share")
     os.makedirs(share, exist_ok=True)
-    if cm:
+    if p.get("group"):  # a multicast group (multicast): each side names it; no server address, no -cm
+        rcmd = [resp, "-t", timeout] + resp_args
+        qcmd = [req, "-t", timeout] + req_args
+    elif cm:
         rcmd = [resp, "-cm", "-t", timeout] + resp_args
         qcmd = [req, "-cm", "-sa", SERVER, "-t", timeout] + req_args
         if p["cm_clients"] > 1:
@@ -173,7 +176,10 @@ def scenario(d, build, args):
     for name, wanted in (("spoil", spoil), ("kill", kill), ("cm", cm)):
         if wanted:
             open(os.path.join(d, name), "w").close()
-    for name, value in (("netem", netem), ("lose", lose and f"{lose} 0x{CM_LOSABLE[lose]:04x}"), ("restart", restart and f"{restart}\n{restart_when}")):
+    # What the responder prints once the requester may start: an RDMA CM server listens, a multicast
+    # receiver has attached its QP (a datagram sent before is not its own).
+    ready = "attached to" if p.get("group") else "listening on port" if cm else ""
+    for name, value in (("ready", ready), ("netem", netem), ("lose", lose and f"{lose} 0x{CM_LOSABLE[lose]:04x}"), ("restart", restart and f"{restart}\n{restart_when}")):
         if value:
             with open(os.path.join(d, name), "w") as f:
                 f.write(value + "\n")

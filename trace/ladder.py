@@ -57,7 +57,10 @@ FIELDS = ["frame.time_relative", "ip.src", "ip.dst", "infiniband.bth.opcode", "i
           "infiniband.cm.req.serviceid.dport", "infiniband.cm.req.responderres", "infiniband.cm.req.initdepth",
           "infiniband.cm.req.retrcount", "infiniband.cm.req.rnrretrcount", "infiniband.cm.rep.localqpn",
           "infiniband.cm.rep.startpsn", "infiniband.cm.rep.respres", "infiniband.cm.rep.initdepth",
-          "infiniband.cm.rej.reason", "infiniband.deth.q_key", "infiniband.deth.srcqp"]
+          "infiniband.cm.rej.reason", "infiniband.deth.q_key", "infiniband.deth.srcqp", "igmp.type", "igmp.maddr",
+          "igmp.record_type"]
+# IGMP (RFC 3376): a multicast receiver's kernel reports the group it joined or left (rdma_multicast).
+IGMP_TYPES = {0x16: "IGMPv2 Membership Report", 0x17: "IGMPv2 Leave Group", 0x22: "IGMPv3 Membership Report"}
 
 
 def syndrome(s, msn):
@@ -72,7 +75,7 @@ def syndrome(s, msn):
     return f"syndrome 0x{s:02x}"
 
 
-def tshark_rows(pcap, fields=FIELDS, display_filter="infiniband"):
+def tshark_rows(pcap, fields=FIELDS, display_filter="infiniband or igmp"):
     cmd = ["tshark", "-r", pcap, "-Y", display_filter, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
     for f in fields:
         cmd += ["-e", f]
@@ -88,6 +91,11 @@ def tshark_rows(pcap, fields=FIELDS, display_filter="infiniband"):
 
 def describe(row, seen):
     """(opcode name, details) of one packet."""
+    if row["igmp.type"]:  # not RoCE: the kernel telling the network which groups this host wants
+        kind, record = number(row["igmp.type"]), number(row["igmp.record_type"])
+        # IGMPv3 says join and leave by the record's type: change to exclude nothing, or to include nothing.
+        what = {4: "join", 3: "leave"}.get(record, f"record type {record}") if kind == 0x22 else ""
+        return IGMP_TYPES.get(kind, f"IGMP type 0x{kind:02x}"), [f"group {row['igmp.maddr']}" + (f": {what}" if what else "")]
     op = number(row["infiniband.bth.opcode"])
     qp = number(row["infiniband.bth.destqp"])
     psn = number(row["infiniband.bth.psn"])
@@ -173,8 +181,12 @@ def main():
             continue
         if a.iwarp:  # a TCP connection: the ports say which one
             head = f"TCP {row['tcp.srcport']} > {row['tcp.dstport']}"
+        elif row.get("igmp.type"):
+            head = f"to {row['ip.dst']}"
         else:
             head = f"QP 0x{number(row['infiniband.bth.destqp']):06x} PSN 0x{number(row['infiniband.bth.psn']):06x}"
+            if row["ip.dst"] not in (a.requester, a.responder):  # a multicast group (224.0.0.0/4), not a host
+                head = f"to group {row['ip.dst']} {head}"
         label = f" {name} "
         if forward:
             arrow = "|--" + label + "-" * max(1, width - len(label) - 3) + ">|"

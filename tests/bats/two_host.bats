@@ -695,3 +695,24 @@ $(cat "$TRACE/$n/$side.out")"
     assert_peer_line --regexp "^connection [0-7] established from 10\.77\.0\.2 port [0-9]+$"
     assert_peer_line --partial "Served 8 client(s): 8 finished, 0 dropped; 40 message(s) echoed"
 }
+
+@test "two hosts: rdma_multicast, receivers on both hosts, the sender on host B: every receiver gets every datagram" {
+    local group=239.7.$((RANDOM % 250)).$((1 + RANDOM % 250))
+    # Two receivers on host A, one on host B, each writing to the shared folder; the sender starts once
+    # all three have attached (a datagram sent before is not theirs).
+    on_host_a bash -c 'for i in 1 2; do "$1" --group "$2" -t 60 >"$3/a$i.log" 2>&1 & done; wait' \
+        _ "$(prog rdma_multicast_receive)" "$group" "$SHARE"
+    on_host_b bash -c '"$1" --group "$3" -t 60 >"$4/b1.log" 2>&1 &
+        timeout 60 bash -c "until grep -qs attached $4/a1.log && grep -qs attached $4/a2.log && grep -qs attached $4/b1.log; do sleep 0.1; done" || exit 9
+        "$2" --group "$3" -t 60 -s "to both hosts" || exit $?
+        wait' _ "$(prog rdma_multicast_receive)" "$(prog rdma_multicast_send)" "$group" "$SHARE"
+    cat "$SHARE"/a1.log "$SHARE"/b1.log
+    assert_success
+    assert_line "Sender has sent 3 datagrams to group $group (no acknowledgement: only the receivers know what arrived)"
+    local f
+    for f in a1 a2 b1; do
+        assert grep -qx 'Got #1/3 from QPN 0x[0-9a-f]*: "to both hosts"' "$SHARE/$f.log"
+        assert grep -qx "Received 3 of 3 datagrams" "$SHARE/$f.log"
+        assert grep -qx "Sample finished successfully" "$SHARE/$f.log"
+    done
+}
