@@ -1,7 +1,7 @@
 /**
  * @file multicast.hpp
- * @brief What rdma_multicast's sender and receiver share: joining a group through RDMA CM, and leaving
- * it. The receiver joins as a full member (its kernel reports the group to the network with IGMP), the
+ * @brief What rdma_multicast's sender and receiver share: joining a group through RDMA CM, attaching a
+ * QP to it, and leaving it. The receiver joins as a full member (its kernel reports the group to the network with IGMP), the
  * sender as a send-only full member (no report: it only sends). The join's answer is how to address the
  * group: an address vector whose destination GID is the group's (the MGID), the group's QPN 0xFFFFFF
  * and the port space's Q_Key.
@@ -24,15 +24,49 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace rdma_multicast {
 
 using namespace rdma_samples;
 
+/** @brief A membership that leaves the group when it goes: librdmacm frees what a join allocated only in
+ *  rdma_leave_multicast(), so a cm_id destroyed while still joined (an error on the way) would leak it. */
+class Membership {
+public:
+    Membership() = default;
+    /** @param id the cm_id that joined @param group the group's address */
+    Membership(rdma_cm_id *id, const sockaddr_in &group) : id_(id), group_(group) {}
+    Membership(Membership &&other) noexcept : id_(std::exchange(other.id_, nullptr)), group_(other.group_) {}
+    /** @param other the membership taken over @return this */
+    Membership &operator=(Membership &&other) noexcept
+    {
+        std::swap(id_, other.id_);
+        std::swap(group_, other.group_);
+        return *this;
+    }
+    ~Membership()
+    {
+        if (id_ != nullptr)
+            rdma_leave_multicast(id_, reinterpret_cast<sockaddr *>(&group_));
+    }
+    /** @brief Leave now, checked (the normal end). */
+    void leave()
+    {
+        check_rc(rdma_leave_multicast(std::exchange(id_, nullptr), reinterpret_cast<sockaddr *>(&group_)),
+                 "rdma_leave_multicast");
+    }
+
+private:
+    rdma_cm_id *id_ = nullptr;
+    sockaddr_in group_{};
+};
+
 /** @brief A group joined: the cm_id that joined it, and how to address it (the join event's ud). */
 struct Group {
     EventChannelPtr channel;  ///< the cm_id's event channel
-    CmIdPtr id;               ///< the cm_id on RDMA_PS_UDP that joined; rdma_leave_multicast() takes it
+    CmIdPtr id;               ///< the cm_id on RDMA_PS_UDP that joined
+    Membership membership;    ///< (after id: it leaves before the id is destroyed)
     sockaddr_in addr{};       ///< the group's IPv4 address (--group)
     ibv_ah_attr ah_attr{};    ///< the address vector of the group: grh.dgid is the MGID
     std::uint32_t qp_num = 0; ///< the group's "QPN": 0xFFFFFF, the multicast QPN of the IBTA
@@ -93,6 +127,7 @@ inline Group join_group(const Device &dev, const std::string &group, bool send_o
     attr.join_flags = send_only ? RDMA_MC_JOIN_FLAG_SENDONLY_FULLMEMBER : RDMA_MC_JOIN_FLAG_FULLMEMBER;
     attr.addr = reinterpret_cast<sockaddr *>(&g.addr);
     check_rc(rdma_join_multicast_ex(id, &attr, nullptr), "rdma_join_multicast_ex(" + group + ")");
+    g.membership = Membership(id, g.addr);
     CmEventPtr joined = expect_cm_event(g.channel.get(), RDMA_CM_EVENT_MULTICAST_JOIN, timeout_s, "the join", where);
     // The answer: how to address the group, as a UD lookup answers with a QP's address (chapter 12).
     g.ah_attr = joined->param.ud.ah_attr;
@@ -105,10 +140,33 @@ inline Group join_group(const Device &dev, const std::string &group, bool send_o
     return g;
 }
 
+/** @brief A QP attached to a group, detached when this goes: a QP still attached cannot be destroyed (the
+ *  kernel refuses ibv_destroy_qp() with EBUSY until its attachments are gone). */
+class Attachment {
+public:
+    /** @brief Attach. @param qp the QP @param group the join's address vector (its MGID and MLID) */
+    Attachment(ibv_qp *qp, const ibv_ah_attr &group) : qp_(qp), mgid_(group.grh.dgid), mlid_(group.dlid)
+    {
+        //! [attach]
+        // The MGID from the join, and on InfiniBand the group's LID (0 on RoCE): from now on our device
+        // puts a copy of every datagram to the group on this QP's receive queue.
+        check_rc(ibv_attach_mcast(qp_, &mgid_, mlid_), "ibv_attach_mcast(" + gid_to_string(mgid_) + ")");
+        //! [attach]
+    }
+    ~Attachment() { ibv_detach_mcast(qp_, &mgid_, mlid_); }
+    Attachment(const Attachment &) = delete;
+    Attachment &operator=(const Attachment &) = delete;
+
+private:
+    ibv_qp *qp_;
+    ibv_gid mgid_;
+    std::uint16_t mlid_;
+};
+
 /** @brief Leave the group (the kernel sends an IGMP leave for a full member). @param g the group joined */
 inline void leave_group(Group &g)
 {
-    check_rc(rdma_leave_multicast(g.id.get(), reinterpret_cast<sockaddr *>(&g.addr)), "rdma_leave_multicast");
+    g.membership.leave();
 }
 
 } // namespace rdma_multicast

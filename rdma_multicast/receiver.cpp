@@ -30,28 +30,6 @@ namespace {
 /** The bytes the device writes before every UD payload: the GRH, or on RoCE v2 the IP header (chapter 12). */
 constexpr std::size_t grh_bytes = 40;
 
-/** A QP attached to a group, detached when this goes: a QP still attached cannot be destroyed (the
- *  kernel refuses ibv_destroy_qp() with EBUSY until its attachments are gone). */
-class Attachment {
-public:
-    Attachment(ibv_qp *qp, const ibv_ah_attr &group) : qp_(qp), mgid_(group.grh.dgid), mlid_(group.dlid)
-    {
-        //! [attach]
-        // The MGID from the join, and on InfiniBand the group's LID (0 on RoCE): from now on our device
-        // puts a copy of every datagram to the group on this QP's receive queue.
-        check_rc(ibv_attach_mcast(qp_, &mgid_, mlid_), "ibv_attach_mcast(" + gid_to_string(mgid_) + ")");
-        //! [attach]
-    }
-    ~Attachment() { ibv_detach_mcast(qp_, &mgid_, mlid_); }
-    Attachment(const Attachment &) = delete;
-    Attachment &operator=(const Attachment &) = delete;
-
-private:
-    ibv_qp *qp_;
-    ibv_gid mgid_;
-    std::uint16_t mlid_;
-};
-
 void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");

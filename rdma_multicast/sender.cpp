@@ -17,9 +17,66 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
+#include <rdma_samples/wait.hpp>
+
+#include <chrono>
+#include <optional>
+#include <thread>
 
 using namespace rdma_samples;
 using namespace rdma_multicast;
+
+/** --loopback: our own QP attached to the group, with a receive for each datagram we send; count()
+ *  says how many of our own datagrams the device handed back to it. */
+class OwnCopies {
+public:
+    OwnCopies(ibv_pd *pd, ibv_qp *qp, const ibv_ah_attr &group, int iters, int mtu)
+        : slot_(40 + static_cast<std::size_t>(mtu)), buf_(slot_ * static_cast<std::size_t>(iters)),
+          mr_(check(ibv_reg_mr(pd, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr(own copies)")),
+          attached_(qp, group), iters_(iters)
+    {
+        for (int i = 0; i < iters; ++i) {
+            ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf_.data() + slot_ * static_cast<std::size_t>(i)),
+                        static_cast<std::uint32_t>(slot_), mr_->lkey};
+            ibv_recv_wr wr{};
+            wr.wr_id = first_wr_id + static_cast<std::uint64_t>(i);
+            wr.sg_list = &sge;
+            wr.num_sge = 1;
+            ibv_recv_wr *bad_wr = nullptr;
+            check_post(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv(own copy)");
+        }
+    }
+    /** How many came back within a second of the last SEND's completion (receives complete in order). */
+    int count(Completions &completions, ibv_cq *cq)
+    {
+        int back = 0;
+        ibv_wc wc{};
+        for (const Deadline grace = Deadline::in_ms(1000); back < iters_ && !grace.expired();) {
+            const std::uint64_t next = first_wr_id + static_cast<std::uint64_t>(back);
+            if (!completions.take(next, wc)) {
+                if (check_poll(ibv_poll_cq(cq, 1, &wc)) == 0) {
+                    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+                    continue;
+                }
+                if (wc.wr_id != next) {
+                    completions.keep(wc);
+                    continue;
+                }
+            }
+            check_wc(wc, IBV_WC_RECV, "a copy of our own datagram");
+            ++back;
+        }
+        return back;
+    }
+
+private:
+    static constexpr std::uint64_t first_wr_id = 1000; ///< (the SENDs are 1 .. --iters)
+    std::size_t slot_;
+    Buffer buf_;
+    MrPtr mr_;
+    Attachment attached_;
+    int iters_;
+};
 
 static void run(const Args &args, const Options &opt)
 {
@@ -41,11 +98,17 @@ static void run(const Args &args, const Options &opt)
     Group group = join_group(dev, opt.group, true, args.timeout_s);
 
     step(4, "create a completion queue and a UD queue pair (INIT -> RTR -> RTS, as in chapter 12)");
-    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), opt.iters, nullptr, nullptr, 0), "ibv_create_cq"));
     const auto sends = static_cast<std::uint32_t>(opt.iters);
-    QpPtr qp = create_ud_qp(pd.get(), cq.get(), dev, {.max_send_wr = sends, .max_recv_wr = 1}, group.qkey);
+    CqPtr cq(check(ibv_create_cq(dev.ctx.get(), 2 * opt.iters, nullptr, nullptr, 0), "ibv_create_cq"));
+    QpPtr qp = create_ud_qp(pd.get(), cq.get(), dev, {.max_send_wr = sends, .max_recv_wr = sends}, group.qkey,
+                            opt.block_loopback ? IBV_QP_CREATE_BLOCK_SELF_MCAST_LB : 0);
     Completions completions(cq.get());
-    info("QPN 0x%06x, state RTS; not attached to the group: a sender needs no receive from it", qp->qp_num);
+    std::optional<OwnCopies> own; // --loopback: our QP attached too, a receive for each of our datagrams
+    if (opt.loopback)
+        own.emplace(pd.get(), qp.get(), group.ah_attr, opt.iters, mtu);
+    info("QPN 0x%06x, state RTS; %s", qp->qp_num,
+         own ? "(demonstration) attached to the group too, a receive posted for each datagram"
+             : "not attached to the group: a sender needs no receive from it");
 
     step(5, "create an address handle for the group (MGID %s)", gid_to_string(group.ah_attr.grh.dgid).c_str());
     //! [group_ah]
@@ -82,6 +145,10 @@ static void run(const Args &args, const Options &opt)
     for (int i = 1; i <= opt.iters; ++i)
         completions.wait(static_cast<std::uint64_t>(i), IBV_WC_SEND, args.timeout_s,
                          "the completion of SEND #" + std::to_string(i));
+
+    if (own) // (demonstration) what multicast loopback gave our own QP
+        result("Our own QP got %d of its %d datagrams back%s", own->count(completions, cq.get()), opt.iters,
+               opt.block_loopback ? " (created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB)" : "");
 
     step(7, "leave the group");
     leave_group(group);

@@ -4,6 +4,7 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/test_control.hpp>
+#include <rdma_samples/text.hpp>
 
 #include <algorithm>
 #include <cmath>
@@ -29,15 +30,24 @@ QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps, ibv_srq *srq)
                                             (srq ? ", SRQ)" : ", recv_wr " + std::to_string(caps.max_recv_wr) + ")")));
 }
 
-QpPtr create_ud_qp(ibv_pd *pd, ibv_cq *cq, const Device &dev, QpCaps caps, std::uint32_t qkey)
+QpPtr create_ud_qp(ibv_pd *pd, ibv_cq *cq, const Device &dev, QpCaps caps, std::uint32_t qkey,
+                   std::uint32_t create_flags)
 {
-    ibv_qp_init_attr init{};
+    ibv_qp_init_attr_ex init{};
     init.send_cq = init.recv_cq = cq;
     init.qp_type = IBV_QPT_UD;
     init.cap.max_send_wr = caps.max_send_wr;
     init.cap.max_recv_wr = caps.max_recv_wr;
     init.cap.max_send_sge = init.cap.max_recv_sge = 1;
-    QpPtr qp(check(ibv_create_qp(pd, &init), "ibv_create_qp(UD)"));
+    init.comp_mask = IBV_QP_INIT_ATTR_PD | (create_flags != 0 ? IBV_QP_INIT_ATTR_CREATE_FLAGS : 0);
+    init.pd = pd;
+    init.create_flags = create_flags;
+    QpPtr qp(ibv_create_qp_ex(pd->context, &init));
+    if (!qp && create_flags != 0)
+        fail_errno("ibv_create_qp_ex(UD, create_flags " + hex(create_flags) + ")", errno,
+                   "the device refuses these QP create flags (rxe takes none); create the QP without them");
+    if (!qp)
+        fail_errno("ibv_create_qp(UD)", errno);
     ibv_qp_attr attr{};
     attr.qp_state = IBV_QPS_INIT;
     attr.port_num = dev.port;

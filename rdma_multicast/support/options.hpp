@@ -19,6 +19,8 @@ namespace rdma_multicast {
 struct Options {
     std::string group = "239.1.2.3"; ///< --group: the IPv4 multicast group both sides name
     int iters = 3;                   ///< --iters: datagrams to send, or the most a receiver takes
+    bool loopback = false;           ///< --loopback (sender): attach our own QP too, count our copies
+    bool block_loopback = false;     ///< --block-loopback (sender): the same, the QP asking for none
 };
 
 /** @brief --group: an IPv4 multicast address (224.0.0.0/4), parsed before any device is opened.
@@ -46,8 +48,16 @@ inline rdma_samples::ProgramSpec sender_spec(Options &opt)
         .message_help = "string to send in every datagram",
         .resource_descriptor = false,
         .descriptor_files = false};
-    spec.extra = {group_flag(opt), rdma_samples::int_flag("iters", "N", "datagrams to send, numbered #1/N .. #N/N", "3",
-                                                          opt.iters, 1, rdma_samples::max_datagrams)};
+    spec.extra = {
+        group_flag(opt),
+        rdma_samples::int_flag("iters", "N", "datagrams to send, numbered #1/N .. #N/N", "3", opt.iters, 1,
+                               rdma_samples::max_datagrams),
+        {"loopback", "", "demonstration: attach our own QP to the group too, and count our datagrams that come back",
+         "", [&opt](const std::string &) { opt.loopback = true; }},
+        {"block-loopback", "",
+         "demonstration: as --loopback, with the QP created with IBV_QP_CREATE_BLOCK_SELF_MCAST_LB", "",
+         [&opt](const std::string &) { opt.loopback = opt.block_loopback = true; }},
+    };
     return spec;
 }
 

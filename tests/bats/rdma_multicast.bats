@@ -47,7 +47,7 @@ receivers() {
     done
 }
 
-@test "multicast: a full member's join puts the group's MAC on the interface; a send-only member's does not" {
+@test "multicast: a full member's join puts the group's MAC on the interface; leaving takes it off" {
     receivers 1 --iters 1
     local mac
     mac=$(printf '01:00:5e:%02x:%02x:%02x' "$(cut -d. -f2 <<<"$GROUP")" "$(cut -d. -f3 <<<"$GROUP")" "$(cut -d. -f4 <<<"$GROUP")")
@@ -87,6 +87,26 @@ receivers() {
     wait_peer mckey
     assert_equal "$peer_status" 0
     assert_peer_line "data transfers complete"
+}
+
+@test "multicast: the sender's own QP, attached too (--loopback), gets its datagrams back on Soft-RoCE when a receiver on its host has joined, and none when none has" {
+    # The copy comes back into the device through the kernel's IP multicast loopback, which needs the
+    # host to be a member of the group: a full member's join makes it one, a send-only join does not.
+    receivers 1
+    run -0 timeout -k 5 60 "$SENDER" --group "$GROUP" -t 20 --loopback -s "and back?"
+    assert_line --regexp "^ +QPN 0x[0-9a-f]{6}, state RTS; \(demonstration\) attached to the group too, a receive posted for each datagram$"
+    assert_line "Our own QP got 3 of its 3 datagrams back"
+    wait_peer receiver1
+    assert_equal "$peer_status" 0
+    assert_peer_line "Received 3 of 3 datagrams"
+    run -0 timeout -k 5 60 "$SENDER" --group "$GROUP" -t 20 --loopback -s "and back?"
+    assert_line "Our own QP got 0 of its 3 datagrams back"
+}
+
+@test "multicast: --block-loopback: Soft-RoCE refuses IBV_QP_CREATE_BLOCK_SELF_MCAST_LB at step 4, with a hint" {
+    run -1 timeout -k 5 60 "$SENDER" --group "$GROUP" -t 20 --block-loopback
+    assert_line "sender: step 4 failed: ibv_create_qp_ex(UD, create_flags 0x2): Operation not supported (errno 95)"
+    assert_line "hint: the device refuses these QP create flags (rxe takes none); create the QP without them"
 }
 
 @test "multicast: --group must be an IPv4 multicast address (exit 2, before any device is opened)" {

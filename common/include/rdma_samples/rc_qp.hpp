@@ -111,9 +111,12 @@ QpPtr create_rc_qp(ibv_pd *pd, ibv_cq *cq, QpCaps caps = {}, ibv_srq *srq = null
  * @param dev  the device (its port)
  * @param caps queue sizes
  * @param qkey the Q_Key the QP accepts
+ * @param create_flags ibv_qp_create_flags for ibv_create_qp_ex() (e.g. IBV_QP_CREATE_BLOCK_SELF_MCAST_LB),
+ *        or 0
  * @return the new QP, in state RTS
  */
-QpPtr create_ud_qp(ibv_pd *pd, ibv_cq *cq, const Device &dev, QpCaps caps, std::uint32_t qkey);
+QpPtr create_ud_qp(ibv_pd *pd, ibv_cq *cq, const Device &dev, QpCaps caps, std::uint32_t qkey,
+                   std::uint32_t create_flags = 0);
 
 /**
  * @brief RESET -> INIT: bind the QP to a port and say what the PEER may do to our memory through it.
