@@ -139,3 +139,19 @@ assert_clean() {
         --clients 1 -- "${vg[@]}" "$BUILD/rdma_event_loop/rdma_event_loop_client" -sa "$CM_ADDR" -lp "$port" -t 60 --count 3
     assert_clean
 }
+
+# rdma_multicast: a receiver, then (once it has attached) the sender, whose own QP is attached too
+# (--loopback: its receive path runs as well).
+@test "valgrind: rdma_multicast (a receiver and a sender of one group), both sides clean" {
+    local vg vg_resp group=239.2.$((RANDOM % 250)).$((1 + RANDOM % 250))
+    require_cm_addr
+    memcheck responder
+    vg_resp=("${vg[@]}")
+    memcheck requester
+    PEER_TIMEOUT=300 start_peer responder "${vg_resp[@]}" "$BUILD/rdma_multicast/rdma_multicast_receive" --group "$group" -t 60
+    wait_line responder "attached to $group"
+    run timeout -k 5 300 "${vg[@]}" "$BUILD/rdma_multicast/rdma_multicast_send" --group "$group" -t 60 --loopback
+    wait_peer responder
+    assert_clean
+    assert_peer_line "Received 3 of 3 datagrams"
+}
