@@ -716,3 +716,24 @@ $(cat "$TRACE/$n/$side.out")"
         assert grep -qx "Sample finished successfully" "$SHARE/$f.log"
     done
 }
+
+@test "two hosts: rdma_multicast over a link that loses 20% of packets: the receiver names each lost datagram, nothing is resent" {
+    ud_trace "multicast --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s lossy"
+    local received lost missing k
+    ud_said 1 requester "Sample finished successfully"
+    received=$(sed -n 's/^Received \([0-9]*\) of 64 datagrams; lost:.*/\1/p' "$TRACE/1/responder.out")
+    lost=$(sed -n 's/^Received [0-9]* of 64 datagrams; lost: //p' "$TRACE/1/responder.out")
+    assert [ -n "$received" ]
+    assert [ "$received" -gt 0 ]
+    assert [ "$received" -lt 64 ]
+    missing=$(wc -w <<<"$lost")
+    assert_equal "$missing" $((64 - received))
+    assert_equal "$(grep -c '^Got #[0-9]*/64 from QPN 0x[0-9a-f]*: "lossy"' "$TRACE/1/responder.out")" "$received"
+    for k in $lost; do
+        refute grep -q "^Got ${k}/64 " "$TRACE/1/responder.out"
+    done
+    ud_said 1 responder "receiver: step 7 failed: $missing of 64 datagrams never arrived: $lost" "Sample finished with errors"
+    # On the wire at host A: exactly the datagrams that arrived, to the group, each PSN once.
+    assert_equal "$(ud_opcodes 1 | grep -c '^-> UD SEND Only$')" "$received"
+    refute grep -q "again: retransmission" "$TRACE/1/report.txt"
+}
