@@ -733,7 +733,10 @@ $(cat "$TRACE/$n/$side.out")"
         refute grep -q "^Got ${k}/64 " "$TRACE/1/responder.out"
     done
     ud_said 1 responder "receiver: step 7 failed: $missing of 64 datagrams never arrived: $lost" "Sample finished with errors"
-    # On the wire at host A: exactly the datagrams that arrived, to the group, each PSN once.
+    # On the wire at host A: exactly the datagrams that arrived, to the group, each PSN once; each to the
+    # group's IP address and MAC (01:00:5e and the group's low 23 bits), to QP 0xFFFFFF.
     assert_equal "$(ud_opcodes 1 | grep -c '^-> UD SEND Only$')" "$received"
+    assert_equal "$(tshark -r "$TRACE/1/trace.pcap" -Y infiniband -T fields -e eth.dst -e ip.dst -e infiniband.bth.destqp 2>/dev/null | sort -u)" \
+        "$(printf '01:00:5e:01:02:03\t239.1.2.3\t0xffffff')"
     refute grep -q "again: retransmission" "$TRACE/1/report.txt"
 }
