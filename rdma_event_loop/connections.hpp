@@ -34,6 +34,8 @@ using Clock = std::chrono::steady_clock; // CLOCK_MONOTONIC, the clock of the se
 enum class Phase {
     accepted, ///< our REP is out; neither ESTABLISHED nor a first message seen yet
     open,     ///< ESTABLISHED seen, or its first message came
+    flushed,  ///< its QP flushed work we did not close: on iWARP a client's disconnect (its TCP close)
+              ///< reaches the QP before RDMA CM's DISCONNECTED does; waiting for that event (bounded by -t)
     closing,  ///< we disconnected and moved the QP to ERR: waiting for the flushes (bounded by -t)
 };
 

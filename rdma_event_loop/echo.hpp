@@ -85,18 +85,24 @@ inline void on_completion(Server &server, const ibv_wc &wc)
         --conn.recvs_posted;
     else
         conn.sends_busy &= ~(1U << (slot - server.opt.credits));
-    if (wc.status != IBV_WC_SUCCESS) { // (flushes are expected while closing)
+    if (wc.status == IBV_WC_WR_FLUSH_ERR && conn.phase != Phase::closing) {
+        // Flushed, and not by us: the QP went to ERR on its own. With no error completion before it, that
+        // is the client's disconnect on iWARP, whose CM event is still to come: it says how this ends.
+        if (conn.phase != Phase::flushed)
+            conn.deadline = Clock::now() + std::chrono::seconds(server.args.timeout_s);
+        conn.phase = Phase::flushed;
+    } else if (wc.status != IBV_WC_SUCCESS) { // (flushes are expected while closing)
         begin_close(server, conn, Ending::dropped,
                     std::string("dropped: its ") + (receive ? "receive" : "echo") + " completed with " +
                         rdma_samples::wc_status_name(wc.status) + " (" + ibv_wc_status_str(wc.status) + ")");
-    } else if (receive && conn.phase != Phase::closing) {
+    } else if (receive && (conn.phase == Phase::accepted || conn.phase == Phase::open)) {
         conn.phase = Phase::open;
         conn.deadline = Clock::now() + std::chrono::seconds(server.args.timeout_s); // it is alive: -t again
         echo_or_close(server, entry, slot, wc.byte_len); // byte_len <= message_size: a longer SEND fails instead
     } else if (!receive) {
         ++conn.echoed;
         ++server.echoed;
-        if (!conn.waiting.empty() && conn.phase != Phase::closing) {
+        if (!conn.waiting.empty() && conn.phase == Phase::open) {
             const auto [next, len] = conn.waiting.front();
             conn.waiting.pop_front();
             echo_or_close(server, entry, next, len);

@@ -98,7 +98,8 @@ inline void on_cm_events(Server &server, const Device &dev, rdma_event_channel *
             result("connection %d established from %s", conn->number, conn->addr.c_str());
         } else if (type == RDMA_CM_EVENT_DISCONNECTED) { // its DREQ, or the answer to ours
             conn->cm_done = conn->peer_left = true;
-            if (conn->sends_busy == 0 && conn->waiting.empty()) // else: the last echo completes first
+            // (else the last echo completes first; a flushed QP has no echo left to send)
+            if (conn->phase == Phase::flushed || (conn->sends_busy == 0 && conn->waiting.empty()))
                 begin_close(server, *conn, Ending::finished, "the client disconnected");
         } else if (type != RDMA_CM_EVENT_TIMEWAIT_EXIT) { // REJECTED, CONNECT_ERROR, UNREACHABLE...
             conn->cm_done = true;
@@ -171,7 +172,11 @@ inline void on_deadlines(Server &server)
     for (Connection &conn : server.table) {
         if (!conn.id || now < conn.deadline)
             continue;
-        if (conn.phase != Phase::closing)
+        if (conn.phase == Phase::flushed)
+            begin_close(server, conn, Ending::dropped,
+                        "dropped: its QP flushed its work, and no RDMA CM event said why within " +
+                            std::to_string(server.args.timeout_s) + " s (-t)");
+        else if (conn.phase != Phase::closing)
             begin_close(server, conn, Ending::dropped,
                         "dropped: no message for " + std::to_string(server.args.timeout_s) + " s (-t)");
         else
