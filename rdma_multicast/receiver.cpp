@@ -16,6 +16,7 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
+#include <rdma_samples/text.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <chrono>
@@ -92,7 +93,9 @@ void run(const Args &args, const Options &opt)
                    wc.src_qp);
             continue;
         }
-        result("Got #%d/%d from QPN 0x%06x: \"%s\"%s", d->seq, d->count, wc.src_qp, d->text.c_str(), tally.note(*d));
+        // Anyone on the network may send to the group: its text is printed quoted, control bytes escaped.
+        result("Got #%d/%d from QPN 0x%06x: %s%s", d->seq, d->count, wc.src_qp,
+               quote(d->text, max_message_length).c_str(), tally.note(*d));
         if (d->seq == d->count && !grace)
             grace = Deadline::in_ms(std::min(1000, deadline.left_ms()));
     }

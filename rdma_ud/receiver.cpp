@@ -147,7 +147,9 @@ static void run(const Args &args, const ReceiverOptions &opt)
             info("not a numbered datagram: ignored");
             continue;
         }
-        result("Got #%d/%d from sender: \"%s\"%s", d->seq, d->count, d->text.c_str(), tally.note(*d));
+        // The sender's text, quoted: control bytes escaped, so no datagram drives the terminal.
+        result("Got #%d/%d from sender: %s%s", d->seq, d->count, quote(d->text, max_message_length).c_str(),
+               tally.note(*d));
         if (d->seq == d->count && !grace)
             grace = Deadline::in_ms(std::min(1000, deadline.left_ms()));
     }
