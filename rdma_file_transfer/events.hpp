@@ -44,6 +44,12 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
     //! [event_loop]
     const rdma_samples::Deadline deadline(e.timeout_s);
     for (;;) {
+        // Both clocks on every pass, not only when a sleep ends empty-handed: a peer that always has a
+        // completion pending, or a stream of connection requests, must not keep us past either.
+        if (e.transfer.expired())
+            throw rdma_samples::Error("the whole transfer took longer than --deadline " +
+                                          std::to_string(e.transfer.timeout_s()) + " s; we were waiting for " + what,
+                                      e.peer + " sends too slowly; raise --deadline for a big file on a slow link");
         ibv_wc wc{};
         if (check_poll(ibv_poll_cq(e.cq, 1, &wc)) == 1) // poll until empty: one per call
             return wc;
@@ -54,18 +60,13 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
         if (e.peer_state == PeerState::disconnected)
             throw rdma_samples::Error(e.peer + " went away (RDMA_CM_EVENT_DISCONNECTED) while we waited for " + what,
                                       e.peer + "'s output says why; a file not yet verified is not kept");
+        if (deadline.expired())
+            throw rdma_samples::timeout_error(e.timeout_s, what,
+                                              "is " + e.peer + " still running? its output says why it stopped");
         // Sleep on the completion channel and on the CM's channel (a peer that goes away sends a DREQ:
         // DISCONNECTED), taking and acknowledging the channel's event (common/cq_channel.hpp).
         pollfd fds[1] = {{e.cm_channel->fd, POLLIN, 0}};
-        const int ready =
-            rdma_samples::sleep_on_cq_channel(e.channel, fds, std::min(deadline.left_ms(), e.transfer.left_ms()));
-        if (ready == 0 && e.transfer.expired())
-            throw rdma_samples::Error("the whole transfer took longer than --deadline " +
-                                          std::to_string(e.transfer.timeout_s()) + " s; we were waiting for " + what,
-                                      e.peer + " sends too slowly; raise --deadline for a big file on a slow link");
-        if (ready == 0 && deadline.expired())
-            throw rdma_samples::timeout_error(e.timeout_s, what,
-                                              "is " + e.peer + " still running? its output says why it stopped");
+        rdma_samples::sleep_on_cq_channel(e.channel, fds, std::min(deadline.left_ms(), e.transfer.left_ms()));
         if (fds[0].revents & POLLIN) {
             rdma_cm_event *raw = nullptr;
             check_rc(rdma_get_cm_event(e.cm_channel, &raw), "rdma_get_cm_event");

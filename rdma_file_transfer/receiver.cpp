@@ -64,7 +64,8 @@ void run(const Args &args, const ReceiverOptions &opt)
     CmQp qp;
     //! [accept]
     for (const Deadline deadline(args.timeout_s);;) {
-        if (!cm_event_ready(listener.channel.get(), deadline.left_ms()))
+        // The clock first: a stream of connection requests must not keep this wait open past -t.
+        if (deadline.expired() || !cm_event_ready(listener.channel.get(), deadline.left_ms()))
             throw timeout_error(args.timeout_s, "the sender to connect", "start rdma_file_sender -sa ADDR FILE");
         rdma_cm_event *raw = nullptr;
         check_rc(rdma_get_cm_event(listener.channel.get(), &raw), "rdma_get_cm_event");
