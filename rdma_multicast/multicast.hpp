@@ -163,6 +163,28 @@ private:
     std::uint16_t mlid_;
 };
 
+/**
+ * @brief Post @p count receives, one per slot of @p slot bytes from @p base (chapter 12 writes one out:
+ * rdma_ud/receiver.cpp), wr_id @p first_wr_id + i for slot i.
+ * @param qp the UD QP @param base the first slot @param slot a slot's size (40 + the MTU)
+ * @param count how many @param lkey the slots' region @param first_wr_id slot 0's wr_id
+ * @param what the call, for its error
+ */
+inline void post_slot_receives(ibv_qp *qp, char *base, std::size_t slot, int count, std::uint32_t lkey,
+                               std::uint64_t first_wr_id, const char *what)
+{
+    for (int i = 0; i < count; ++i) {
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(base + slot * static_cast<std::size_t>(i)),
+                    static_cast<std::uint32_t>(slot), lkey};
+        ibv_recv_wr wr{};
+        wr.wr_id = first_wr_id + static_cast<std::uint64_t>(i);
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        ibv_recv_wr *bad_wr = nullptr;
+        check_post(ibv_post_recv(qp, &wr, &bad_wr), what);
+    }
+}
+
 /** @brief Leave the group (the kernel sends an IGMP leave for a full member). @param g the group joined */
 inline void leave_group(Group &g)
 {

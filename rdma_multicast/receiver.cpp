@@ -28,18 +28,13 @@ using namespace rdma_multicast;
 
 namespace {
 
-/** The bytes the device writes before every UD payload: the GRH, or on RoCE v2 the IP header (chapter 12). */
-constexpr std::size_t grh_bytes = 40;
-
 void run(const Args &args, const Options &opt)
 {
     step(1, "open an RDMA device and allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     require_ud(dev); // multicast is UD: iWARP has none
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    const int mtu = mtu_bytes(dev.port_attr.active_mtu);
-    info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str(), mtu);
+    const int mtu = show_device(dev);
 
     step(2, "register %d receive slots of 40 + %d bytes (local write: the device writes into them)", opt.iters, mtu);
     const std::size_t slot = grh_bytes + static_cast<std::size_t>(mtu);
@@ -53,16 +48,7 @@ void run(const Args &args, const Options &opt)
     CqPtr cq(check(ibv_create_cq(dev.ctx.get(), opt.iters, nullptr, nullptr, 0), "ibv_create_cq"));
     const auto receives = static_cast<std::uint32_t>(opt.iters);
     QpPtr qp = create_ud_qp(pd.get(), cq.get(), dev, {.max_send_wr = 1, .max_recv_wr = receives}, group.qkey);
-    for (std::uint32_t i = 0; i < receives; ++i) {
-        ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf.data() + slot * i), static_cast<std::uint32_t>(slot),
-                    mr->lkey};
-        ibv_recv_wr wr{};
-        wr.wr_id = i; // the slot
-        wr.sg_list = &sge;
-        wr.num_sge = 1;
-        ibv_recv_wr *bad_wr = nullptr;
-        check_post(ibv_post_recv(qp.get(), &wr, &bad_wr), "ibv_post_recv");
-    }
+    post_slot_receives(qp.get(), buf.data(), slot, opt.iters, mr->lkey, 0, "ibv_post_recv"); // wr_id: the slot
 
     step(5, "attach the queue pair to the group");
     std::optional<Attachment> attached(std::in_place, qp.get(), group.ah_attr);
@@ -83,14 +69,10 @@ void run(const Args &args, const Options &opt)
         }
         ++completions;
         check_wc(wc, IBV_WC_RECV, "a datagram's receive");
-        if (wc.byte_len < grh_bytes || wc.byte_len > slot) // (the 40 are always there; a device that lies is not)
-            throw Error("a receive of " + std::to_string(wc.byte_len) + " bytes in a slot of " + std::to_string(slot),
-                        "the device broke UD's layout (40 header bytes, then at most the MTU); check dmesg");
-        const char *payload = buf.data() + slot * wc.wr_id + grh_bytes; // (wr_id: a slot we posted)
-        const std::optional<Numbered> d = parse_datagram(std::string(payload, wc.byte_len - grh_bytes));
+        const std::string payload = ud_payload(buf.data() + slot * wc.wr_id, slot, wc); // (wr_id: a slot we posted)
+        const std::optional<Numbered> d = parse_datagram(payload);
         if (!d) { // another program's (mckey's, say): counted, not numbered
-            result("Got a datagram of %zu bytes from QPN 0x%06x, not a numbered one", wc.byte_len - grh_bytes,
-                   wc.src_qp);
+            result("Got a datagram of %zu bytes from QPN 0x%06x, not a numbered one", payload.size(), wc.src_qp);
             continue;
         }
         // Anyone on the network may send to the group: its text is printed quoted, control bytes escaped.

@@ -31,20 +31,11 @@ using namespace rdma_multicast;
 class OwnCopies {
 public:
     OwnCopies(ibv_pd *pd, ibv_qp *qp, const ibv_ah_attr &group, int iters, int mtu)
-        : slot_(40 + static_cast<std::size_t>(mtu)), buf_(slot_ * static_cast<std::size_t>(iters)),
+        : slot_(grh_bytes + static_cast<std::size_t>(mtu)), buf_(slot_ * static_cast<std::size_t>(iters)),
           mr_(check(ibv_reg_mr(pd, buf_.data(), buf_.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr(own copies)")),
           attached_(qp, group), iters_(iters)
     {
-        for (int i = 0; i < iters; ++i) {
-            ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf_.data() + slot_ * static_cast<std::size_t>(i)),
-                        static_cast<std::uint32_t>(slot_), mr_->lkey};
-            ibv_recv_wr wr{};
-            wr.wr_id = first_wr_id + static_cast<std::uint64_t>(i);
-            wr.sg_list = &sge;
-            wr.num_sge = 1;
-            ibv_recv_wr *bad_wr = nullptr;
-            check_post(ibv_post_recv(qp, &wr, &bad_wr), "ibv_post_recv(own copy)");
-        }
+        post_slot_receives(qp, buf_.data(), slot_, iters, mr_->lkey, first_wr_id, "ibv_post_recv(own copy)");
     }
     /** How many came back within two seconds of the last SEND's completion (receives complete in order;
      *  a copy takes far less, but an emulated machine under load may be slow to hand it back). */
@@ -85,9 +76,7 @@ static void run(const Args &args, const Options &opt)
     Device dev = open_device(args.device, args.gid_index);
     require_ud(dev); // multicast is UD: iWARP has none
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
-    const int mtu = mtu_bytes(dev.port_attr.active_mtu);
-    info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str(), mtu);
+    const int mtu = show_device(dev);
 
     step(2, "register %d message slots of %d bytes (no access flags: the device only reads a SEND's source)", opt.iters,
          mtu);

@@ -134,7 +134,7 @@ static void run(const Args &args, const ReceiverOptions &opt)
         check_wc(wc, IBV_WC_RECV, "a datagram's receive");
         //! [ud_completion]
         const char *header = buf.data() + slot * wc.wr_id;
-        const std::string payload(header + grh_bytes, wc.byte_len - grh_bytes); // byte_len counts the 40
+        const std::string payload = ud_payload(header, slot, wc); // byte_len counts the 40: what follows them
         info("datagram of %u bytes (40 + %zu) from QPN 0x%06x, GID %s%s", wc.byte_len, payload.size(), wc.src_qp,
              gid_to_string(sender_gid(header)).c_str(), (wc.wc_flags & IBV_WC_GRH) ? "" : " (no GRH flag!)");
         //! [ud_completion]

@@ -1,9 +1,10 @@
 /**
  * @file ud.hpp
- * @brief What rdma_ud's sender and receiver share: step 1's device line, the UD descriptor each side
- * publishes, the refusal of a WRITE or READ, and the 40 header bytes the receiver shows (the flags are
- * in support/options.hpp, the numbered datagram "#i/N text" and the receiver's tally in common's
- * datagrams.hpp, which rdma_multicast shares). The verbs calls of the lesson stay in the two programs.
+ * @brief What rdma_ud's sender and receiver share: the UD descriptor each side publishes, the refusal
+ * of a WRITE or READ, and the 40 header bytes the receiver shows (the flags are in support/options.hpp;
+ * step 1's device line, the payload of a receive, the numbered datagram "#i/N text" and the receiver's
+ * tally in common's datagrams.hpp, which rdma_multicast shares). The verbs calls of the lesson stay in
+ * the two programs.
  */
 #pragma once
 
@@ -27,19 +28,6 @@
 namespace rdma_ud {
 
 using namespace rdma_samples;
-
-/** @brief The bytes the device writes before the payload of every UD receive (chapter 12). */
-inline constexpr std::size_t grh_bytes = 40;
-
-/** @brief Step 1's line on both sides: the device, and its port MTU, the most one datagram carries.
- *  @param dev the device opened @return the port MTU in bytes */
-inline int show_device(const Device &dev)
-{
-    const int mtu = mtu_bytes(dev.port_attr.active_mtu);
-    info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
-         gid_to_string(dev.gid).c_str(), mtu);
-    return mtu;
-}
 
 /**
  * @brief Write this side's `kind=ud` descriptor to @p path (-ld): how to address our QP (QPN, Q_Key, LID,

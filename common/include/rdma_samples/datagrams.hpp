@@ -1,10 +1,18 @@
 /**
  * @file datagrams.hpp
- * @brief Numbered datagrams, "#seq/count text", and a receiver's tally of which numbers came and which
- * never did: UD resends nothing, and numbering is how a receiver notices a loss (rdma_ud,
- * rdma_multicast).
+ * @brief What the two UD lessons (rdma_ud, rdma_multicast) share: step 1's device line with its MTU,
+ * the 40 bytes before every UD payload and the payload read from a receive; numbered datagrams,
+ * "#seq/count text", and a receiver's tally of which numbers came and which never did: UD resends
+ * nothing, and numbering is how a receiver notices a loss.
  */
 #pragma once
+
+#include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
+#include <rdma_samples/log.hpp>
+#include <rdma_samples/rc_qp.hpp>
+
+#include <infiniband/verbs.h>
 
 #include <algorithm>
 #include <cstddef>
@@ -15,8 +23,37 @@
 
 namespace rdma_samples {
 
-/** @brief The most datagrams one run sends or expects (--iters, --count). */
+/** @brief The most datagrams one run sends or expects (--iters). */
 inline constexpr int max_datagrams = 64;
+
+/** @brief The bytes the device writes before the payload of every UD receive: the GRH, or on RoCE v2
+ *  over IPv4 20 undefined bytes and the IP header (chapter 12). */
+inline constexpr std::size_t grh_bytes = 40;
+
+/** @brief Step 1's line on both sides: the device, and its port MTU, the most one datagram carries.
+ *  @param dev the device opened @return the port MTU in bytes */
+inline int show_device(const Device &dev)
+{
+    const int mtu = mtu_bytes(dev.port_attr.active_mtu);
+    info("device %s, port %u, GID index %d (%s), port MTU %d bytes", dev.name.c_str(), dev.port, dev.gid_index,
+         gid_to_string(dev.gid).c_str(), mtu);
+    return mtu;
+}
+
+/**
+ * @brief The payload of a UD receive: the bytes after the 40, as many as the completion counts. A
+ * completion that does not fit UD's layout (fewer than the 40, or more than the slot) is refused.
+ * @param slot_start where the receive's buffer begins @param slot its size @param wc its completion
+ * @return the payload
+ * @throws Error naming the sizes
+ */
+inline std::string ud_payload(const char *slot_start, std::size_t slot, const ibv_wc &wc)
+{
+    if (wc.byte_len < grh_bytes || wc.byte_len > slot)
+        throw Error("a receive of " + std::to_string(wc.byte_len) + " bytes in a slot of " + std::to_string(slot),
+                    "the device broke UD's layout (40 header bytes, then at most the MTU); check dmesg");
+    return std::string(slot_start + grh_bytes, wc.byte_len - grh_bytes); // byte_len counts the 40
+}
 
 /** @brief A numbered datagram's payload, "#seq/count text": the receiver can tell which never came. */
 struct Numbered {
