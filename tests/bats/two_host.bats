@@ -560,6 +560,28 @@ $(cat "$TRACE/$n/$side.out")"
     done
 }
 
+# losses_named N GOT_REGEX: scenario N's receiver took some but not all of 64 numbered datagrams (its
+# lines matching GOT_REGEX), named each missing number and none it got, and failed at step 7 saying so;
+# on the wire at host A, exactly the datagrams that arrived, each PSN once (no retransmission).
+losses_named() {
+    local n=$1 out=$TRACE/$1/responder.out received lost missing k
+    received=$(sed -n 's/^Received \([0-9]*\) of 64 datagrams; lost:.*/\1/p' "$out")
+    lost=$(sed -n 's/^Received [0-9]* of 64 datagrams; lost: //p' "$out")
+    assert [ -n "$received" ]
+    assert [ "$received" -gt 0 ]
+    assert [ "$received" -lt 64 ]
+    missing=$(wc -w <<<"$lost")
+    assert_equal "$missing" $((64 - received))
+    assert_equal "$(grep -c "$2" "$out")" "$received"
+    for k in $lost; do
+        refute grep -q "^Got ${k}/64 " "$out"
+    done
+    ud_said "$n" responder "receiver: step 7 failed: $missing of 64 datagrams never arrived: $lost" \
+        "Sample finished with errors"
+    assert_equal "$(ud_opcodes "$n" | grep -c '^-> UD SEND Only$')" "$received"
+    refute grep -q "again: retransmission" "$TRACE/$n/report.txt"
+}
+
 @test "two hosts: rdma_ud, descriptor files and RDMA CM: UD SEND Only packets with a DETH (Q_Key, source QP), no ACK" {
     ud_trace "ud" "ud --cm"
     local n qpn
@@ -591,33 +613,17 @@ $(cat "$TRACE/$n/$side.out")"
 @test "two hosts: rdma_ud over a link that loses 20% of packets: every SEND succeeds, the receiver names each lost datagram, nothing is resent" {
     ud_trace "ud --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s lossy" \
         "ud --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s 'lossy again'"
-    local n received lost missing k text
+    local n text
     for n in 1 2; do
         text=$([ $n = 1 ] && echo lossy || echo "lossy again")
         # The sender: 64 successful completions; a completion says only that the datagram left.
         ud_said $n requester "Sample finished successfully"
         assert_equal "$(cat "$TRACE/$n/requester.rc")" 0
         assert_equal "$(grep -c '^        SEND #[0-9]* completed: IBV_WC_SUCCESS$' "$TRACE/$n/requester.out")" 64
-        # The receiver: what came, and by number what did not; the count missing is 64 - received.
-        received=$(sed -n 's/^Received \([0-9]*\) of 64 datagrams; lost:.*/\1/p' "$TRACE/$n/responder.out")
-        lost=$(sed -n 's/^Received [0-9]* of 64 datagrams; lost: //p' "$TRACE/$n/responder.out")
-        assert [ -n "$received" ]
-        assert [ "$received" -gt 0 ]
-        assert [ "$received" -lt 64 ]
-        missing=$(wc -w <<<"$lost")
-        assert_equal "$missing" $((64 - received))
-        assert_equal "$(grep -c "^Got #[0-9]*/64 from sender: \"$text\"" "$TRACE/$n/responder.out")" "$received"
-        for k in $lost; do
-            refute grep -q "^Got ${k}/64 " "$TRACE/$n/responder.out"
-        done
-        ud_said $n responder "receiver: step 7 failed: $missing of 64 datagrams never arrived: $lost" \
-            "Sample finished with errors"
+        # The receiver: what came, and by number what did not; on the wire, nothing resent.
+        losses_named $n "^Got #[0-9]*/64 from sender: \"$text\""
         assert grep -q "^hint: UD does not retransmit" "$TRACE/$n/responder.out"
-        # On the wire at host A: exactly the datagrams that arrived, each PSN once (no retransmission),
-        # and nothing sent back.
-        assert_equal "$(ud_opcodes $n | grep -c '^-> UD SEND Only$')" "$received"
-        refute grep -q "again: retransmission" "$TRACE/$n/report.txt"
-        assert_equal "$(ud_opcodes $n | grep -c '^<-')" 0
+        assert_equal "$(ud_opcodes $n | grep -c '^<-')" 0 # and nothing sent back
     done
 }
 
@@ -719,24 +725,9 @@ $(cat "$TRACE/$n/$side.out")"
 
 @test "two hosts: rdma_multicast over a link that loses 20% of packets: the receiver names each lost datagram, nothing is resent" {
     ud_trace "multicast --netem 'loss 20%' --timeout 10 --responder '--iters 64' -- --iters 64 -s lossy"
-    local received lost missing k
     ud_said 1 requester "Sample finished successfully"
-    received=$(sed -n 's/^Received \([0-9]*\) of 64 datagrams; lost:.*/\1/p' "$TRACE/1/responder.out")
-    lost=$(sed -n 's/^Received [0-9]* of 64 datagrams; lost: //p' "$TRACE/1/responder.out")
-    assert [ -n "$received" ]
-    assert [ "$received" -gt 0 ]
-    assert [ "$received" -lt 64 ]
-    missing=$(wc -w <<<"$lost")
-    assert_equal "$missing" $((64 - received))
-    assert_equal "$(grep -c '^Got #[0-9]*/64 from QPN 0x[0-9a-f]*: "lossy"' "$TRACE/1/responder.out")" "$received"
-    for k in $lost; do
-        refute grep -q "^Got ${k}/64 " "$TRACE/1/responder.out"
-    done
-    ud_said 1 responder "receiver: step 7 failed: $missing of 64 datagrams never arrived: $lost" "Sample finished with errors"
-    # On the wire at host A: exactly the datagrams that arrived, to the group, each PSN once; each to the
-    # group's IP address and MAC (01:00:5e and the group's low 23 bits), to QP 0xFFFFFF.
-    assert_equal "$(ud_opcodes 1 | grep -c '^-> UD SEND Only$')" "$received"
+    losses_named 1 '^Got #[0-9]*/64 from QPN 0x[0-9a-f]*: "lossy"'
+    # Each to the group's IP address and MAC (01:00:5e and the group's low 23 bits), to QP 0xFFFFFF.
     assert_equal "$(tshark -r "$TRACE/1/trace.pcap" -Y infiniband -T fields -e eth.dst -e ip.dst -e infiniband.bth.destqp 2>/dev/null | sort -u)" \
         "$(printf '01:00:5e:01:02:03\t239.1.2.3\t0xffffff')"
-    refute grep -q "again: retransmission" "$TRACE/1/report.txt"
 }
