@@ -194,34 +194,26 @@ CmEventPtr CmTry::event(rdma_cm_event_type expected, const std::string &what)
             throw cm_event_error(*ev, what, conn.peer);
         return ev;
     }
-    if (expected == RDMA_CM_EVENT_CONNECT_RESPONSE || expected == RDMA_CM_EVENT_ESTABLISHED) {
-        CmEventPtr ev = next_cm_event(conn.channel.get(), deadline);
-        if (!ev) {
-            not_yet = timeout_error(timeout_s, what,
-                                    "is the server running on " + conn.peer +
-                                        "? raise -t if it is just slow (a server on an iWARP device never answers a "
-                                        "RoCE client: the two transports do not talk)");
-            return nullptr;
-        }
-        if (cm_nobody_listens(*ev)) {
-            not_yet = cm_event_error(*ev, what, conn.peer);
-            refused = true;
-            return nullptr;
-        }
-        // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
-        // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead, and so does
-        // every client on iWARP (the kernel's iWARP CM takes the QP to RTS: cm_ready_qp()).
-        if (ev->event != expected || ev->status != 0)
-            throw cm_event_error(*ev, what, conn.peer);
-        return ev;
-    }
-    // The route: -t running out while it is resolved is "not yet" too, so that cm_retry() reports the
-    // last "nobody listens" rather than the step the clock happened to stop in.
+    // The route, and the server's answer: -t running out is "not yet" (cm_retry() then reports the last
+    // "nobody listens", not the step the clock happened to stop in), and so is a REJECT saying nobody listens.
+    const bool answer = expected == RDMA_CM_EVENT_CONNECT_RESPONSE || expected == RDMA_CM_EVENT_ESTABLISHED;
     CmEventPtr ev = next_cm_event(conn.channel.get(), deadline);
     if (!ev) {
-        not_yet = timeout_error(timeout_s, what, "no answer from " + conn.peer + ": raise -t if it is just slow");
+        not_yet = timeout_error(timeout_s, what,
+                                answer ? "is the server running on " + conn.peer +
+                                             "? raise -t if it is just slow (a server on an iWARP device never answers "
+                                             "a RoCE client: the two transports do not talk)"
+                                       : "no answer from " + conn.peer + ": raise -t if it is just slow");
         return nullptr;
     }
+    if (answer && cm_nobody_listens(*ev)) {
+        not_yet = cm_event_error(*ev, what, conn.peer);
+        refused = true;
+        return nullptr;
+    }
+    // A client that created its own QP sees CONNECT_RESPONSE (the server's REP) and must finish the
+    // handshake itself; one whose QP librdmacm owns would see ESTABLISHED here instead, and so does
+    // every client on iWARP (the kernel's iWARP CM takes the QP to RTS: cm_ready_qp()).
     if (ev->event != expected || ev->status != 0)
         throw cm_event_error(*ev, what, conn.peer);
     return ev;
