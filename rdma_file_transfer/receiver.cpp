@@ -14,6 +14,7 @@
 #include "support/destination.hpp"
 #include "support/files.hpp"
 #include "support/keys.hpp"
+#include "support/part_file.hpp"
 #include "support/options.hpp"
 
 #include <rdma_samples/log.hpp>
@@ -115,11 +116,12 @@ void run(const Args &args, const ReceiverOptions &opt)
 
     step(3, "receive the offer, check the name and the destination, SEND the ring");
     const ControlMessage offer = next_message(link, MessageType::offer, "the sender's offer");
-    const std::string dest = link.refuse_on_error([&] { return destination(opt.out, offer.text); }); // -o DIR: checked
-    PartFile file = link.refuse_on_error([&] { return PartFile(dest, opt.force); });
+    const Destination dest = link.refuse_on_error([&] { return destination(opt.out, offer.text); }); // the name checked
+    PartFile file = link.refuse_on_error([&] { return PartFile(dest, opt.force); }); // the directory opened once
+    link.refuse_on_error([&] { file.check_room(offer.length, opt.max_size); });      // --max-size, the free space
     link.post_receive();
     info("offer: %s, %llu bytes; writing %s", quote(offer.text).c_str(), static_cast<unsigned long long>(offer.length),
-         dest.c_str());
+         quote(dest.path()).c_str());
     ControlMessage ring_msg = make_message(MessageType::ring);
     ring_msg.addr = 0; // the ring's I/O virtual address (ibv_reg_mr_iova above)
     ring_msg.rkey = ring_mr->rkey;
@@ -173,7 +175,7 @@ void run(const Args &args, const ReceiverOptions &opt)
         throw Error("the data's SHA-256 is " + hex(verdict.digest) + ", the sender announced " + hex(done.digest),
                     "the data was damaged on the way, or the file changed while it was sent; nothing was kept");
     }
-    result("%s  %s", hex(verdict.digest).c_str(), dest.c_str()); // sha256sum's format
+    result("%s  %s", hex(verdict.digest).c_str(), shown_path(dest.path()).c_str()); // sha256sum's format
 
     step(6, "receive the sender's ID; SEND its key (step 7), or a receipt without --keys");
     const std::string who = next_message(link, MessageType::id, "the sender's ID").text;

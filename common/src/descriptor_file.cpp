@@ -2,6 +2,7 @@
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/descriptor_file.hpp>
 #include <rdma_samples/log.hpp>
+#include <rdma_samples/small_file.hpp>
 #include <rdma_samples/text.hpp>
 #include <rdma_samples/wait.hpp>
 
@@ -16,55 +17,11 @@ namespace rdma_samples {
 
 std::string read_descriptor_text(const std::string &path, bool &exists)
 {
-    // Whatever sits at the path, this returns at once and reads at most max_descriptor_size + 1 bytes:
-    // a FIFO would block open() and read(), a device such as /dev/zero never ends, a directory is not
-    // a file. stat() follows symlinks, so a link is judged by what it points to.
-    exists = false;
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-        if (errno == ENOENT || errno == ENOTDIR)
-            return {}; // not there (yet): the caller waits
-        fail_errno("stat(" + quote(path) + ")", errno);
+    try {
+        return read_small_file(path, max_descriptor_size, "descriptor file", exists);
+    } catch (const SmallFileError &e) {
+        throw DescriptorError(e.what());
     }
-    exists = true;
-    if (S_ISDIR(st.st_mode))
-        throw DescriptorError(path + ": is a directory, not a descriptor file");
-    if (!S_ISREG(st.st_mode))
-        throw DescriptorError(path + ": is a " +
-                              (S_ISFIFO(st.st_mode)   ? "FIFO"
-                               : S_ISSOCK(st.st_mode) ? "socket"
-                                                      : "device or special file") +
-                              ", not a regular file; a descriptor is a small text file");
-    if (st.st_size > static_cast<off_t>(max_descriptor_size))
-        throw DescriptorError(path + ": is too large (" + std::to_string(st.st_size) +
-                              " bytes; a descriptor is a few "
-                              "hundred, at most " +
-                              std::to_string(max_descriptor_size) + ")");
-    // O_NONBLOCK: if the file was swapped for a FIFO after stat(), open() still returns at once.
-    const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        if (errno == ENOENT) { // removed since stat(): not there (yet)
-            exists = false;
-            return {};
-        }
-        fail_errno("open(" + quote(path) + ")", errno);
-    }
-    std::string text(max_descriptor_size + 1, '\0');
-    std::size_t got = 0;
-    if (::fstat(fd, &st) == 0 && S_ISREG(st.st_mode)) {
-        while (got < text.size()) {
-            const ssize_t n = ::read(fd, text.data() + got, text.size() - got);
-            if (n <= 0)
-                break;
-            got += static_cast<std::size_t>(n);
-        }
-    }
-    ::close(fd);
-    if (got > max_descriptor_size) // it grew while we read it
-        throw DescriptorError(path + ": is too large (more than " + std::to_string(max_descriptor_size) +
-                              " bytes; a descriptor is a few hundred)");
-    text.resize(got);
-    return text;
 }
 
 void write_descriptor_file(const std::string &path, const std::string &text)

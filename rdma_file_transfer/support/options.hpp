@@ -34,12 +34,13 @@ struct SenderOptions {
 
 /** @brief The receiver's flags. */
 struct ReceiverOptions {
-    std::string out;                      ///< -o PATH|DIR (required: no silent default into the working directory)
-    int deadline_s = default_deadline_s;  ///< --deadline
-    std::optional<std::string> keys_file; ///< --keys (none: every ID gets a receipt)
-    bool force = false;                   ///< --force
-    std::uint32_t slots = 4;              ///< --slots
-    std::uint32_t chunk = 1 << 20;        ///< --chunk
+    std::string out;                       ///< -o PATH|DIR (required: no silent default into the working directory)
+    int deadline_s = default_deadline_s;   ///< --deadline
+    std::optional<std::string> keys_file;  ///< --keys (none: every ID gets a receipt)
+    bool force = false;                    ///< --force
+    std::uint32_t slots = 4;               ///< --slots
+    std::uint32_t chunk = 1 << 20;         ///< --chunk
+    std::optional<std::uint64_t> max_size; ///< --max-size (none: only the free space bounds an offer)
 };
 
 /** @brief --deadline, the same on both sides: seconds the whole transfer may last (-t bounds each wait).
@@ -145,6 +146,9 @@ inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
         {"keys", "FILE", "one \"ID KEY\" per line: the key to send each sender ID (step 7)", "none: send a receipt",
          [&opt](const std::string &v) { opt.keys_file = v; }},
         {"force", "", "replace an existing file", "off", [&opt](const std::string &) { opt.force = true; }},
+        {"max-size", "BYTES", "refuse an offer of more bytes (one larger than the free space is refused anyway)",
+         "none: the free space",
+         [&opt](const std::string &v) { opt.max_size = parse_number("--max-size", v, 0, UINT64_MAX); }},
         {"slots", "N", "slots in the ring: chunks the sender may have in flight", "4",
          [&opt](const std::string &v) {
              opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24));

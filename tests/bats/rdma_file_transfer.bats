@@ -111,12 +111,12 @@ refused_name() {
     assert_equal "$(ls -A "$OUT")" ""
 }
 
-@test "rdma_file_transfer: a name with /, a leading . or -, a control byte, or too long for its temporary name is refused" {
+@test "rdma_file_transfer: a name with /, a leading . or -, a control character, or too long for its temporary name is refused" {
     refused_name "a/../escape" "contains /"
     PORT=$((PORT + 1)) refused_name ".." "starts with . (hidden files and names that read as flags are refused)"
     PORT=$((PORT + 2)) refused_name ".profile" "starts with . (hidden files"
     PORT=$((PORT + 3)) refused_name "-rf" "starts with - (hidden files"
-    PORT=$((PORT + 4)) refused_name $'bell\x07' "contains a control byte"
+    PORT=$((PORT + 4)) refused_name $'bell\x07' "contains a control character"
     # 238 bytes is the longest: ".NAME.1234567890.part", the temporary name, must fit NAME_MAX (255) too
     PORT=$((PORT + 5)) refused_name "$(printf 'n%.0s' {1..239})" "is 239 bytes; at most 238 fit (NAME_MAX 255, less 17 for the temporary name)"
     random_file "$(printf 'n%.0s' {1..238})" 100
@@ -139,24 +139,88 @@ refused_name() {
 @test "rdma_file_transfer: a destination directory that cannot be written is refused" {
     random_file f 100
     RUN_FLAGS=-1 transfer -o "$OUT/missing/f" -- "$IN/f"
-    assert_line --partial "the receiver refused: \"creating a file in \\\"$OUT/missing\\\": No such file or directory"
+    assert_line --partial "the receiver refused: \"opening the directory \\\"$OUT/missing\\\": No such file or directory"
     assert_line 'hint: the receiver says: "the receiver needs a directory it may write to; check -o and its permissions"'
     assert_equal "$peer_status" 1
 }
 
-@test "rdma_file_transfer: the disk fills midway: the receiver says why, both exit 1, nothing is left" {
+# small_tmpfs: a 64 KiB tmpfs at $OUT/small (the VM runs as root); unmount_small LEFT: what is left in it
+# goes to LEFT's variable, then it is unmounted and removed, before any assertion (a failed one must not
+# leave it).
+small_tmpfs() {
     mkdir "$OUT/small"
     mount -t tmpfs -o size=64k tmpfs "$OUT/small" 2>/dev/null || skip "mounting a small tmpfs needs root (the VM runs as root)"
+}
+unmount_small() {
+    printf -v "$1" '%s' "$(ls -A "$OUT/small")"
+    umount "$OUT/small"
+    rmdir "$OUT/small"
+}
+
+@test "rdma_file_transfer: an offer beyond the free space or --max-size is refused at step 3" {
+    small_tmpfs
     random_file f $((256 << 10))
     RUN_FLAGS=-1 transfer -o "$OUT/small" -- "$IN/f"
     local left
-    left=$(ls -A "$OUT/small")
-    umount "$OUT/small" # before any assertion: a failed one must not leave the mount behind
+    unmount_small left
+    assert_line --partial "sender: step 4 failed: the receiver refused: \"the offer is 262144 bytes; \\\"$OUT/small\\\" has "
+    assert_line "hint: the receiver says: \"free space on the receiver's disk (df $OUT/small) or choose another -o\""
+    assert_equal "$peer_status" 1
+    assert_peer_line --regexp "^receiver: step 3 failed: the offer is 262144 bytes; \"$OUT/small\" has [0-9]+ bytes free$"
+    assert_equal "$left" ""
+    random_file g 2000
+    RUN_FLAGS=-1 PORT=$((PORT + 1)) transfer --max-size 1999 -- "$IN/g"
+    assert_peer_line "receiver: step 3 failed: the offer is 2000 bytes; --max-size is 1999"
+    assert_line 'hint: the receiver says: "send a smaller file, or raise the receiver'"'"'s --max-size"'
+    assert_equal "$(ls -A "$OUT")" ""
+    PORT=$((PORT + 2)) transfer --max-size 2000 -- "$IN/g"
+    assert_copied g
+}
+
+@test "rdma_file_transfer: the disk fills midway: the receiver says why, both exit 1, nothing is left" {
+    small_tmpfs
+    random_file f $((12 * CHUNK)) # fits the free space at step 3; then another writer takes the rest
+    (
+        wait_for_line responder "step 4:"
+        dd if=/dev/zero of="$OUT/small/filler" bs=4k 2>/dev/null || true
+    ) 3>&- &
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 RUN_FLAGS=-1 transfer -o "$OUT/small" -- "$IN/f"
+    local left
+    unmount_small left
     assert_line --partial "No space left on device (errno 28)"
     assert_line --partial "sender: step 5 failed: the receiver refused: \"write("
     assert_line --partial "hint: the receiver says: \"free space on the receiver's disk"
     assert_equal "$peer_status" 1
-    assert_equal "$left" ""
+    assert_equal "$left" filler
+}
+
+@test "rdma_file_transfer: the output directory renamed midway: the file lands in the directory opened at step 3" {
+    mkdir "$OUT/d"
+    random_file f $((8 * CHUNK))
+    (
+        wait_for_line responder "step 4:"
+        mv "$OUT/d" "$OUT/moved" && mkdir "$OUT/d"
+    ) 3>&- &
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 transfer -o "$OUT/d" -- "$IN/f"
+    assert_success
+    assert_equal "$peer_status" 0
+    cmp "$IN/f" "$OUT/moved/f"
+    assert_equal "$(ls -A "$OUT/d")" ""
+}
+
+@test "rdma_file_transfer: a symbolic link at the destination is refused at step 3, and replaced with --force; a directory is not" {
+    random_file f 2000
+    ln -s nowhere "$OUT/f"
+    RUN_FLAGS=-1 transfer -- "$IN/f"
+    assert_peer_line "receiver: step 3 failed: \"$OUT/f\" exists (a symbolic link)"
+    assert_equal "$(readlink "$OUT/f")" nowhere
+    PORT=$((PORT + 1)) transfer --force -- "$IN/f"
+    assert_copied f
+    rm "$OUT/f" && mkdir "$OUT/f"
+    RUN_FLAGS=-1 PORT=$((PORT + 2)) transfer --force -- "$IN/f"
+    assert_peer_line "receiver: step 3 failed: \"$OUT/f\" is a directory"
+    assert_line 'hint: the receiver says: "--force replaces a file, not a directory: choose another -o"'
+    [ -d "$OUT/f" ]
 }
 
 @test "rdma_file_transfer: the source is missing, a directory or a FIFO" {

@@ -105,7 +105,7 @@ sender_caught() {
 
 @test "rogue sender: names with an escape sequence, a leading . or -, or 240 bytes are refused, quoted" {
     against_receiver name-escape
-    receiver_caught 'receiver: step 3 failed: the name "\x1b[31mred" contains a control byte'
+    receiver_caught 'receiver: step 3 failed: the name "\x1b[31mred" contains a control character'
     refute_escape "$output"
     PORT=$((PORT + 1)) against_receiver name-dotfile
     receiver_caught 'receiver: step 3 failed: the name ".profile" starts with . (hidden files'
@@ -114,6 +114,48 @@ sender_caught() {
     PORT=$((PORT + 3)) against_receiver name-long
     receiver_caught 'receiver: step 3 failed: the name "nnnnnnnnnn' # (quoted, cut to a few dozen bytes)
     assert_peer_line --partial "is 240 bytes; at most 238 fit (NAME_MAX 255, less 17 for the temporary name)"
+}
+
+@test "rogue sender: names with a bidirectional override, a C1 control or bytes that are not UTF-8 are refused, quoted" {
+    against_receiver name-bidi
+    receiver_caught 'receiver: step 3 failed: the name "invoice\xe2\x80\xaetxt.exe" contains an invisible format character (U+202E: '
+    [[ $peer_output != *$'\xe2\x80\xae'* ]] || fail "the override reached the output raw"
+    PORT=$((PORT + 1)) against_receiver name-c1
+    receiver_caught 'receiver: step 3 failed: the name "a\xc2\x9b31mred" contains a control character'
+    [[ $peer_output != *$'\xc2\x9b'* ]] || fail "the C1 control reached the output raw"
+    PORT=$((PORT + 2)) against_receiver name-not-utf8
+    receiver_caught 'receiver: step 3 failed: the name "a\x9b31mred" is not UTF-8 (byte 1)'
+}
+
+@test "rogue sender: an offer of 2^62 bytes is refused at step 3, beyond the free space or --max-size" {
+    against_receiver offer-huge
+    receiver_caught "receiver: step 3 failed: the offer is 4611686018427387904 bytes; \"$OUT\" has "
+    assert_peer_line --partial " bytes free"
+    assert_peer_line "hint: free space on the receiver's disk (df $OUT) or choose another -o"
+    PORT=$((PORT + 1)) against_receiver offer-huge --max-size 1000000
+    receiver_caught "receiver: step 3 failed: the offer is 4611686018427387904 bytes; --max-size is 1000000"
+    assert_peer_line "hint: send a smaller file, or raise the receiver's --max-size"
+}
+
+# signal_midway SIGNAL: the real receiver writing into $OUT, the rogue sender stalled after the offer; once
+# the receiver holds its temporary file, SIGNAL to it. $OUT is on 9p here (the VM's view of this
+# machine's folder), which has no O_TMPFILE: the temporary file has a name, ".rogue.bin.N.part".
+signal_midway() {
+    start_peer receiver "$RECEIVER" -lp "$PORT" -t 30 -o "$OUT" --slots 4 --chunk 4096
+    wait_listening receiver
+    start_peer rogue "$ROGUE" --role sender --lie stall-after-offer -sa "$CM_ADDR" -lp "$PORT" -t 30
+    wait_line receiver "^step 4:"
+    [[ $(ls -A "$OUT") == .rogue.bin.*.part ]] || fail "expected a named temporary file in $OUT: $(ls -A "$OUT")"
+    kill_program "$1" "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/receiver.pid")")"
+    wait_peer receiver
+    assert_equal "$(ls -A "$OUT")" ""
+    wait_peer rogue
+}
+
+@test "rogue sender: a receiver ended by SIGTERM, SIGINT or SIGHUP leaves no temporary file behind" {
+    signal_midway TERM
+    PORT=$((PORT + 1)) signal_midway INT
+    PORT=$((PORT + 2)) signal_midway HUP
 }
 
 @test "rogue sender: a zero-length WRITE with immediate is refused" {

@@ -41,7 +41,8 @@ enum class Role { sender, receiver };
 /** Each lie the rogue can tell; the first group as a sender, the second as a receiver. */
 // clang-format off
 enum class Lie {
-    bad_magic, short_message, id_first, offer_without_nul, name_escape, name_dotfile, name_dash, name_long,
+    bad_magic, short_message, id_first, offer_without_nul, name_escape, name_dotfile, name_dash, name_bidi, name_c1,
+    name_not_utf8, offer_huge, name_long,
     zero_length_write, slot_out_of_range, chunk_too_long, chunks_after_end, done_at_half, done_wrong_digest,
     rewrite_slot, fake_credit, stall_after_offer, trickle, write_after_done,
     zero_slots, zero_chunk, chunk_2g, ring_1t, credit_before_write, credit_twice, credit_slot_99,
@@ -65,6 +66,10 @@ const LieName lie_names[] = {
     {Lie::name_escape, Role::sender, "name-escape", "the name \"\\x1b[31mred\""},
     {Lie::name_dotfile, Role::sender, "name-dotfile", "the name \".profile\""},
     {Lie::name_dash, Role::sender, "name-dash", "the name \"-rf\""},
+    {Lie::name_bidi, Role::sender, "name-bidi", "the name \"invoice\", U+202E (right-to-left override), \"txt.exe\""},
+    {Lie::name_c1, Role::sender, "name-c1", "the name \"a\", U+009B (C1's CSI, as UTF-8), \"31mred\""},
+    {Lie::name_not_utf8, Role::sender, "name-not-utf8", "the name \"a\\x9b31mred\" (a lone C1 byte)"},
+    {Lie::offer_huge, Role::sender, "offer-huge", "an offer of 2^62 bytes"},
     {Lie::name_long, Role::sender, "name-long", "a 240-byte name"},
     {Lie::zero_length_write, Role::sender, "zero-length-write", "a zero-length WRITE with immediate"},
     {Lie::slot_out_of_range, Role::sender, "slot-out-of-range", "a chunk whose immediate names slot `slots`"},
@@ -357,10 +362,18 @@ ControlMessage make_offer(Lie lie, std::uint64_t size)
         name = ".profile";
     if (lie == Lie::name_dash)
         name = "-rf";
+    if (lie == Lie::name_bidi)
+        name = "invoice\xe2\x80\xaetxt.exe";
+    if (lie == Lie::name_c1)
+        name = "a\xc2\x9b"
+               "31mred";
+    if (lie == Lie::name_not_utf8)
+        name = "a\x9b"
+               "31mred";
     if (lie == Lie::name_long)
         name = std::string(240, 'n');
     ControlMessage offer = make_message(lie == Lie::id_first ? MessageType::id : MessageType::offer, name);
-    offer.length = size;
+    offer.length = lie == Lie::offer_huge ? std::uint64_t{1} << 62 : size;
     if (lie == Lie::bad_magic)
         offer.magic = htole32(0xdeadbeef);
     if (lie == Lie::offer_without_nul)

@@ -13,10 +13,14 @@
 #include <rdma_samples/check.hpp>
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <infiniband/verbs.h>
 
 #include <cstddef>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -538,9 +542,44 @@ TEST(FileTransferReceiver, ANameFromTheSenderIsAFileNameOrItSaysWhyNot)
     EXPECT_EQ(bad_name(".profile"), "starts with . (hidden files and names that read as flags are refused)");
     EXPECT_EQ(bad_name("-rf"), "starts with - (hidden files and names that read as flags are refused)");
     EXPECT_EQ(bad_name("a/b"), "contains /");
-    EXPECT_EQ(bad_name("a\nb"), "contains a control byte");
+    EXPECT_EQ(bad_name("a\nb"), "contains a control character");
+    EXPECT_EQ(bad_name("a\x7f"), "contains a control character");
     EXPECT_EQ(bad_name(std::string(max_name + 1, 'x')),
               "is 239 bytes; at most 238 fit (NAME_MAX 255, less 17 for the temporary name)");
+}
+
+TEST(FileTransferReceiver, ANameIsUtf8WithoutC1ControlsOrInvisibleFormatCharacters)
+{
+    EXPECT_EQ(bad_name("r\xc3\xa9sum\xc3\xa9.pdf"), std::nullopt);     // résumé.pdf
+    EXPECT_EQ(bad_name("\xe6\x97\xa5\xe8\xa8\x98.txt"), std::nullopt); // 日記.txt
+    EXPECT_EQ(bad_name("\xf0\x9f\x93\x84"), std::nullopt);             // U+1F4C4, four bytes
+    EXPECT_EQ(bad_name("a\xc2\x9b"
+                       "31m"),
+              "contains a control character");                         // U+009B, C1's CSI
+    EXPECT_EQ(bad_name("a\x9b"), "is not UTF-8 (byte 1)");             // the same C1 byte alone
+    EXPECT_EQ(bad_name("ab\xc3"), "is not UTF-8 (byte 2)");            // cut short
+    EXPECT_EQ(bad_name("a\xc0\xaf"), "is not UTF-8 (byte 1)");         // an overlong "/"
+    EXPECT_EQ(bad_name("a\xe0\x80\xaf"), "is not UTF-8 (byte 1)");     // an overlong "/" in three bytes
+    EXPECT_EQ(bad_name("a\xed\xa0\x80"), "is not UTF-8 (byte 1)");     // a surrogate
+    EXPECT_EQ(bad_name("a\xf4\x90\x80\x80"), "is not UTF-8 (byte 1)"); // beyond U+10FFFF
+    const std::string why = ": bidirectional controls and zero-width characters hide what the name says)";
+    EXPECT_EQ(bad_name("invoice\xe2\x80\xaetxt.exe"), "contains an invisible format character (U+202E" + why);
+    EXPECT_EQ(bad_name("a\xe2\x80\x8b"), "contains an invisible format character (U+200B" + why);
+    EXPECT_EQ(bad_name("a\xe2\x81\xa6"), "contains an invisible format character (U+2066" + why);
+    EXPECT_EQ(bad_name("a\xef\xbb\xbf"), "contains an invisible format character (U+FEFF" + why);
+    EXPECT_EQ(bad_name("a\xc2\xad"), "contains an invisible format character (U+00AD" + why);
+}
+
+TEST(FileTransferReceiver, TheDestinationIsADirectoryAndAName)
+{
+    EXPECT_EQ(destination("out.bin", "x").dir, ".");
+    EXPECT_EQ(destination("out.bin", "x").path(), "out.bin");
+    EXPECT_EQ(destination("/nonexistent-dir/out.bin", "x").dir, "/nonexistent-dir");
+    EXPECT_EQ(destination("/", "notes.txt").path(), "/notes.txt");
+    EXPECT_EQ(destination("/tmp", "notes.txt").name, "notes.txt");
+    EXPECT_THROW(destination("/nonexistent-dir/", "x"), Error); // ends with / but is no directory
+    EXPECT_EQ(shown_path("/tmp/notes.txt"), "/tmp/notes.txt");
+    EXPECT_EQ(shown_path("/tmp/r\xc3\xa9sum\xc3\xa9"), "\"/tmp/r\\xc3\\xa9sum\\xc3\\xa9\"");
 }
 
 TEST(FileTransferReceiver, AnIdGetsItsKeyARefusalOrWithoutKeysAReceipt)
@@ -556,4 +595,48 @@ TEST(FileTransferReceiver, AnIdGetsItsKeyARefusalOrWithoutKeysAReceipt)
     EXPECT_STREQ(answer_name(key), "its key");
     EXPECT_STREQ(answer_name(answer_id(keys, "mallory", 5, digest)), "a refusal (unknown ID)");
     EXPECT_STREQ(answer_name(answer_id(Keys{}, "alice", 5, digest)), "a refusal (unknown ID)"); // --keys, no line
+}
+
+namespace {
+/** load_keys()'s error for @p path, or "(no error)". */
+std::string keys_error(const std::string &path)
+{
+    try {
+        load_keys(path);
+    } catch (const Error &e) {
+        return e.what();
+    }
+    return "(no error)";
+}
+/** A file holding @p text in the test's temporary directory. @return its path */
+std::string keys_file(const std::string &name, const std::string &text)
+{
+    const auto path = std::filesystem::temp_directory_path() / (name + "-" + std::to_string(::getpid()));
+    std::ofstream(path) << text;
+    return path.string();
+}
+} // namespace
+
+TEST(FileTransferReceiver, AKeysFileIsASmallRegularFileWithAtLeastOneKey)
+{
+    const std::string good = keys_file("keys-good", "# id key\n\nalice s3cret a\n");
+    EXPECT_EQ(load_keys(good)->at("alice"), "s3cret a");
+    const std::string empty = keys_file("keys-empty", ""), comments = keys_file("keys-comments", "# none yet\n\n");
+    EXPECT_EQ(keys_error(empty), empty + ": no key in it (only blank lines and # comments)");
+    EXPECT_EQ(keys_error(comments), comments + ": no key in it (only blank lines and # comments)");
+    const std::string long_key = keys_file("keys-long", "bob " + std::string(max_text, 'k') + "\n");
+    EXPECT_EQ(keys_error(long_key), long_key + ":1: the key is 384 bytes; at most 383 fit in a message");
+    const std::string bad = keys_file("keys-bad", "alice\n");
+    EXPECT_EQ(keys_error(bad), bad + ":1: expected \"ID KEY\", got \"alice\"");
+    // Whatever sits at the path, the answer comes at once: nothing blocks (a FIFO), nothing grows (/dev/zero).
+    const auto fifo = std::filesystem::temp_directory_path() / ("keys-fifo-" + std::to_string(::getpid()));
+    ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+    EXPECT_EQ(keys_error(fifo.string()),
+              fifo.string() + ": is a FIFO, not a regular file; a --keys file is a small text file");
+    EXPECT_EQ(keys_error("/dev/zero"),
+              "/dev/zero: is a device or special file, not a regular file; a --keys file is a small text file");
+    EXPECT_EQ(keys_error("/"), "/: is a directory, not a --keys file");
+    EXPECT_EQ(keys_error("/nonexistent/keys"), "open(\"/nonexistent/keys\"): No such file or directory (errno 2)");
+    for (const std::string &p : {good, empty, comments, long_key, bad, fifo.string()})
+        std::filesystem::remove(p);
 }
