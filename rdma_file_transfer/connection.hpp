@@ -122,19 +122,36 @@ struct Link {
     ibv_qp *qp;           ///< librdmacm's QP
     ControlMessage *msgs; ///< msgs[0]: where every receive lands; msgs[1]: where our SENDs leave from
     std::uint32_t lkey;   ///< the message buffer's
+    int send_depth;       ///< the most SENDs the send queue holds (after the sender's WRITEs)
     int sends = 0;        ///< our SENDs (messages, credits) not yet completed
 
     /** @brief SEND @p m. @param m the message, fields in host order */
     void post_message(const ControlMessage &m)
     {
+        check_room();
         post_send(qp, msgs + 1, lkey, m);
         ++sends;
     }
     /** @brief SEND the credit for @p slot: zero bytes, the slot in the immediate value. @param slot it */
     void post_credit(std::uint32_t slot)
     {
+        check_room();
         post_send(qp, nullptr, 0, {}, slot);
         ++sends;
+    }
+    /** @brief Whether the send queue has room for one more SEND. It is sized for what the protocol allows
+     *  in flight, and a SEND leaves it once the peer's receive took it: when it is full, the peer posts
+     *  no receives for our SENDs (each waits in Receiver Not Ready retries), or it sent more than the
+     *  protocol allows (chunks without waiting for their credits). Either way the peer is at fault,
+     *  which ibv_post_send()'s ENOMEM would not say. @throws Error naming the peer */
+    void check_room() const
+    {
+        if (sends >= send_depth)
+            throw Error(events.peer + " has not received our last " + std::to_string(sends) +
+                            " SENDs (credits and messages): it posts no receives for them, or sends chunks "
+                            "without waiting for their credits",
+                        events.peer + " does not follow the protocol (rdma_file_transfer version " +
+                            std::to_string(protocol_version) + ")");
     }
     /** @brief Give back a receive that a completion consumed (into the one message buffer). */
     void post_receive() { post_receives(qp, 1, msgs, lkey); }

@@ -112,7 +112,8 @@ void run(const Args &args, const ReceiverOptions &opt)
                          .peer = "the sender"},
               .qp = id->qp,
               .msgs = msgs,
-              .lkey = msg_mr->lkey};
+              .lkey = msg_mr->lkey,
+              .send_depth = static_cast<int>(receiver_send_depth(opt.slots))};
 
     step(3, "receive the offer, check the name and the destination, SEND the ring");
     const ControlMessage offer = next_message(link, MessageType::offer, "the sender's offer");

@@ -84,8 +84,9 @@ void run(const Args &args, const SenderOptions &opt)
                                         .peer = "the receiver"},
                              .qp = qp.id->qp,
                              .msgs = msgs,
-                             .lkey = msg_mr->lkey}};
-    auto send = [&](const ControlMessage &m) { // and wait until it is delivered
+                             .lkey = msg_mr->lkey,
+                             .send_depth = 4}}; // messages: our WRITEs have the rest of the queue (max_window)
+    auto send = [&](const ControlMessage &m) {  // and wait until it is delivered
         conn.link.post_message(m);
         wait_until(conn, "our SEND to complete", [&] { return conn.link.sends == 0; });
     };

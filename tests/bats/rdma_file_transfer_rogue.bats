@@ -215,6 +215,12 @@ signal_midway() {
     assert_peer_line --partial "; it sends chunks and messages only"
 }
 
+@test "rogue sender: chunks that ignore the credits, with no receive posted for them: the receiver names the sender" {
+    against_receiver ignore-credits
+    receiver_caught "receiver: step 4 failed: the sender has not received our last 8 SENDs (credits and messages): it posts no receives for them, or sends chunks without waiting for their credits"
+    assert_peer_line "hint: the sender does not follow the protocol (rdma_file_transfer version 2)"
+}
+
 @test "rogue sender: a stall after the offer ends the receiver within -t" {
     against_receiver stall-after-offer
     receiver_caught "receiver: step 4 failed: timed out after 3 s waiting for the next chunk"

@@ -44,7 +44,7 @@ enum class Lie {
     bad_magic, short_message, id_first, offer_without_nul, name_escape, name_dotfile, name_dash, name_bidi, name_c1,
     name_not_utf8, offer_huge, name_long,
     zero_length_write, slot_out_of_range, chunk_too_long, chunks_after_end, done_at_half, done_wrong_digest,
-    rewrite_slot, fake_credit, stall_after_offer, trickle, write_after_done,
+    rewrite_slot, fake_credit, ignore_credits, stall_after_offer, trickle, write_after_done,
     zero_slots, zero_chunk, chunk_2g, ring_1t, credit_before_write, credit_twice, credit_slot_99,
     verdict_before_done, verdict_wrong_digest, verdict_flags_7, refusal_escape, key_escape, key_without_nul,
     second_ring, stall_before_ring, slow_credits,
@@ -80,6 +80,8 @@ const LieName lie_names[] = {
     {Lie::rewrite_slot, Role::sender, "rewrite-slot",
      "each slot rewritten (plain WRITEs) after its WRITE with immediate"},
     {Lie::fake_credit, Role::sender, "fake-credit", "a SEND with immediate (a credit) to the receiver"},
+    {Lie::ignore_credits, Role::sender, "ignore-credits",
+     "no receive for the credits (one, for the ring), and 24 chunks without waiting for a credit"},
     {Lie::stall_after_offer, Role::sender, "stall-after-offer", "nothing after the offer"},
     {Lie::trickle, Role::sender, "trickle", "one chunk every 2 s"},
     {Lie::write_after_done, Role::sender, "write-after-done", "an RDMA WRITE into the ring after the verdict"},
@@ -133,14 +135,16 @@ struct Link {
     MrPtr data_mr{}, msg_mr{};
     CmQp qp{};
     std::optional<Events> events{};
-    std::string peer{};                 ///< "the receiver" or "the sender"
-    int outstanding = 0;                ///< our work requests not yet completed
-    std::uint32_t sent_messages = 0;    ///< which send buffer is next
-    std::uint64_t received = 0;         ///< receives completed: the next one's buffer is received % recv_slots
-    std::vector<bool> held{};           ///< (rogue sender) slots the receiver holds: no credit yet
-    std::deque<ibv_wc> writes{};        ///< (rogue receiver) WRITEs with immediate not yet handled
-    std::deque<ControlMessage> inbox{}; ///< messages not yet handled
-    ibv_wc last_own{};                  ///< our last completion
+    std::string peer{};                  ///< "the receiver" or "the sender"
+    int outstanding = 0;                 ///< our work requests not yet completed
+    std::uint32_t sent_messages = 0;     ///< which send buffer is next
+    std::uint64_t received = 0;          ///< receives completed: the next one's buffer is received % recv_slots
+    std::uint32_t receives = recv_slots; ///< receives posted at the start, each posted again once it completed
+    bool repost = true;                  ///< (ignore-credits: one receive, for the ring, and none after it)
+    std::vector<bool> held{};            ///< (rogue sender) slots the receiver holds: no credit yet
+    std::deque<ibv_wc> writes{};         ///< (rogue receiver) WRITEs with immediate not yet handled
+    std::deque<ControlMessage> inbox{};  ///< messages not yet handled
+    ibv_wc last_own{};                   ///< our last completion
     /** Receive buffer @p i (receives complete in the order posted, so the n-th lands in n % recv_slots). */
     ControlMessage *recv_buf(std::uint64_t i)
     {
@@ -194,7 +198,9 @@ void pump(Link &l, const std::string &what)
         }
         l.inbox.push_back(m);
     }
-    post_receives(l.id->qp, 1, l.recv_buf(l.received++), l.msg_mr->lkey); // the same buffer, at the queue's end
+    if (l.repost)
+        post_receives(l.id->qp, 1, l.recv_buf(l.received), l.msg_mr->lkey); // the same buffer, at the queue's end
+    ++l.received;
 }
 
 template <typename Ready>
@@ -284,7 +290,7 @@ void make_qp(Link &l, const Args &args)
         .max_send_wr = 64, .max_recv_wr = recv_slots, .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 0};
     check_rc(rdma_create_qp(l.id.get(), l.pd.get(), &init), "rdma_create_qp");
     l.qp.reset(l.id.get());
-    for (std::uint32_t i = 0; i < recv_slots; ++i)
+    for (std::uint32_t i = 0; i < l.receives; ++i)
         post_receives(l.id->qp, 1, l.recv_buf(i), l.msg_mr->lkey);
     l.events.emplace(Events{l.cq.get(), l.channel.get(), l.cm.channel.get(), args.timeout_s, Deadline(3600), l.peer});
 }
@@ -416,6 +422,8 @@ void sender_lies(Link &l, Lie lie)
         size = rogue_chunk + 904;
     if (lie == Lie::rewrite_slot || lie == Lie::trickle)
         size = 16 * rogue_chunk;
+    if (lie == Lie::ignore_credits)
+        size = 24 * rogue_chunk;
     const Digest digest = fill_file(l, size);
     info("the file: %llu bytes, sha256 %s", static_cast<unsigned long long>(size), hex(digest).c_str());
     send_message(l, make_offer(lie, size), lie == Lie::short_message ? 100 : sizeof(ControlMessage));
@@ -446,6 +454,13 @@ void sender_lies(Link &l, Lie lie)
         post_write(l, ring, 0, ring.chunk + 1, ring.addr, 0);
         break;
     case Lie::fake_credit: send_credit(l, 0); break;
+    case Lie::ignore_credits: // each chunk honest but for the credit it never waits for, nor can receive
+        for (std::uint64_t k = 0; k < chunks; ++k)
+            post_write(l, ring, k * ring.chunk, ring.chunk, ring.addr + k % ring.slots * ring.chunk,
+                       static_cast<std::uint32_t>(k % ring.slots));
+        info("posted %llu chunks without a credit", static_cast<unsigned long long>(chunks));
+        wait_until(l, "the receiver to give up", [] { return false; });
+        break;
     case Lie::chunks_after_end:
         send_chunks(l, ring, size, 0, chunks, lie);
         for (int i = 0; i < 32; ++i)
@@ -589,6 +604,10 @@ void run(const Args &args, const RogueOptions &opt)
     const bool sender = *opt.role == Role::sender;
     step(1, "%s: lie %s: %s", sender ? "connect to the receiver" : "accept the sender", opt.lie->name, opt.lie->what);
     Link l{.dev = open_device(args.device, args.gid_index), .peer = sender ? "the receiver" : "the sender"};
+    if (opt.lie->lie == Lie::ignore_credits) {
+        l.receives = 1; // the ring's
+        l.repost = false;
+    }
     try {
         if (sender) {
             connect_to_receiver(l, args);
