@@ -9,7 +9,7 @@
  * verdict and check it against our own digest; SEND our ID and receive the key. Like the receiver, it
  * sleeps on a completion channel (events.hpp), and checks everything the receiver sends before using it
  * (peer_checks.hpp); credits.hpp keeps the books of the slots. Memory is at most the ring's size, and
- * never more than the file needs. See receiver.cpp.
+ * never more than the file's size. See receiver.cpp.
  */
 #include "connection.hpp"
 #include "credits.hpp"
@@ -103,13 +103,15 @@ void run(const Args &args, const SenderOptions &opt)
     const ControlMessage ring = expect_message(conn, MessageType::ring, "the receiver's ring");
     if (const std::optional<Error> why = bad_ring(ring))
         conn.link.refuse(*why);
-    // Only what the file needs: a 100-byte file into a ring of 4 x 1 MiB takes one buffer of 100 bytes.
-    const std::uint64_t chunks_needed = (src.size + ring.chunk - 1) / ring.chunk;
-    const std::uint32_t used =
-        static_cast<std::uint32_t>(std::min<std::uint64_t>({ring.slots, max_window, chunks_needed}));
+    // Only what the file needs, whatever ring the receiver grants: never more buffers than the file
+    // fills whole (at least one), so the bytes we pin never exceed the file's size. A 100-byte file into
+    // a ring of 4 x 1 MiB takes one buffer of 100 bytes; a file of 1 MiB + 1 byte, one buffer of 1 MiB.
     const std::size_t buffer_size = static_cast<std::size_t>(std::min<std::uint64_t>(ring.chunk, src.size));
-    info("ring: addr 0x%llx, rkey 0x%x, %u slots of %u bytes; %u in flight at most",
-         static_cast<unsigned long long>(ring.addr), ring.rkey, ring.slots, ring.chunk, used);
+    const std::uint64_t full_buffers = std::max<std::uint64_t>(src.size / std::max<std::size_t>(buffer_size, 1), 1);
+    const auto used = static_cast<std::uint32_t>(std::min<std::uint64_t>({ring.slots, max_window, full_buffers}));
+    info("ring: addr 0x%llx, rkey 0x%x, %u slots of %u bytes; %u in flight at most (%llu bytes of buffers)",
+         static_cast<unsigned long long>(ring.addr), ring.rkey, ring.slots, ring.chunk, used,
+         static_cast<unsigned long long>(std::uint64_t{used} * buffer_size));
     chunks.emplace(std::max<std::size_t>(std::size_t{used} * buffer_size, 1));
     // Our device only reads these bytes (the WRITEs' source): no access flag is needed.
     chunk_mr.reset(check(ibv_reg_mr(pd.get(), chunks->data(), chunks->size(), 0), "ibv_reg_mr"));

@@ -57,6 +57,8 @@ assert_copied() {
         random_file "f$size" "$size"
         transfer -- "$IN/f$size"
         assert_copied "f$size"
+        # The sender's buffers never exceed the file: chunk + 1 bytes take one buffer of a chunk, not two.
+        [ "$size" != $((CHUNK + 1)) ] || assert_line --regexp "; 1 in flight at most \($CHUNK bytes of buffers\)$"
         PORT=$((PORT + 1))
     done
 }
