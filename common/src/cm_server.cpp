@@ -7,6 +7,8 @@
 #include <rdma_samples/rc_qp.hpp>
 
 #include <algorithm>
+#include <cerrno>
+#include <cstring>
 
 namespace rdma_samples {
 
@@ -16,7 +18,10 @@ void refuse_request(rdma_cm_id *id, const std::string &reason)
     CmIdPtr request(id); // a request's cm_id is ours to destroy, whatever rdma_reject() says
     const auto len = static_cast<std::uint8_t>(reason.empty() ? 0 : std::min(reason.size() + 1, max_reject_reason));
     const std::string data = reason.substr(0, len == 0 ? 0 : len - 1u);
-    check_rc(rdma_reject(id, len == 0 ? nullptr : data.c_str(), len), "rdma_reject");
+    // Best effort: a client that gave up its request meanwhile (its REJ came before ours) has nobody left
+    // to tell, and rdma_reject() fails (EINVAL); that is no reason to stop serving the others.
+    if (rdma_reject(id, len == 0 ? nullptr : data.c_str(), len) != 0)
+        info("rdma_reject: %s: the client gave up its request before we refused it", std::strerror(errno));
 }
 //! [refuse_request]
 

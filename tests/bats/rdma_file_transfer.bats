@@ -368,6 +368,27 @@ killed_midway() {
     cmp "$IN/f" "$OUT/f"
 }
 
+@test "rdma_file_transfer: a request given up before the receiver could refuse it costs the served sender nothing" {
+    random_file f $((8 * CHUNK))
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
+    wait_for_line receiver "listening on port"
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
+    wait_for_line receiver "step 4:"
+    # The receiver stopped, a third party's request arrives and is given up (its REJ) before the receiver
+    # can answer it; then the receiver goes on and meets the request, already dead.
+    kill -STOP "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    run "$BUILD/tests/rogue/rogue_file_peer" --role sender --lie knock -sa "$CM_ADDR" -lp "$PORT" -t 5
+    sleep 1
+    kill -CONT "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    assert_success
+    assert_line --partial "sent a connection request to "
+    wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    cmp "$IN/f" "$OUT/f"
+    grep -qF "rdma_reject: Invalid argument: the client gave up its request before we refused it" "$BATS_TEST_TMPDIR/receiver.out" ||
+        fail "the receiver did not meet the given-up request: $(cat "$BATS_TEST_TMPDIR/receiver.out")"
+}
+
 @test "rdma_file_transfer: a sender started before its receiver tries again until it listens" {
     random_file f 5000
     start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"

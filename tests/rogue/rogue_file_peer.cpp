@@ -44,7 +44,7 @@ enum class Lie {
     bad_magic, short_message, id_first, offer_without_nul, name_escape, name_dotfile, name_dash, name_bidi, name_c1,
     name_not_utf8, offer_huge, name_long,
     zero_length_write, slot_out_of_range, chunk_too_long, chunks_after_end, done_at_half, done_wrong_digest,
-    rewrite_slot, fake_credit, ignore_credits, stall_after_offer, trickle, write_after_done,
+    rewrite_slot, fake_credit, ignore_credits, stall_after_offer, knock, trickle, write_after_done,
     zero_slots, zero_chunk, chunk_2g, ring_1t, credit_before_write, credit_twice, credit_slot_99,
     verdict_before_done, verdict_wrong_digest, verdict_flags_7, refusal_escape, key_escape, key_without_nul,
     second_ring, stall_before_ring, slow_credits,
@@ -83,6 +83,7 @@ const LieName lie_names[] = {
     {Lie::ignore_credits, Role::sender, "ignore-credits",
      "no receive for the credits (one, for the ring), and 24 chunks without waiting for a credit"},
     {Lie::stall_after_offer, Role::sender, "stall-after-offer", "nothing after the offer"},
+    {Lie::knock, Role::sender, "knock", "a connection request, given up at once (its cm_id destroyed: a REJ)"},
     {Lie::trickle, Role::sender, "trickle", "one chunk every 2 s"},
     {Lie::write_after_done, Role::sender, "write-after-done", "an RDMA WRITE into the ring after the verdict"},
     {Lie::zero_slots, Role::receiver, "zero-slots", "a ring of 0 slots"},
@@ -295,8 +296,9 @@ void make_qp(Link &l, const Args &args)
     l.events.emplace(Events{l.cq.get(), l.channel.get(), l.cm.channel.get(), args.timeout_s, Deadline(3600), l.peer});
 }
 
-/** Rogue sender: connect to rdma_file_receiver (one try: the test starts us once it listens). */
-void connect_to_receiver(Link &l, const Args &args)
+/** Rogue sender: connect to rdma_file_receiver (one try: the test starts us once it listens). With
+ *  @p give_up, send the request and return at once: the cm_id's end sends a REJ (the knock). */
+void connect_to_receiver(Link &l, const Args &args, bool give_up)
 {
     SockAddr dst = parse_server_addr(*args.server_addr, args.server_addr_type, args.listen_port);
     l.cm.channel = create_event_channel();
@@ -312,6 +314,10 @@ void connect_to_receiver(Link &l, const Args &args)
     make_qp(l, args);
     rdma_conn_param param = cm_conn_param(l.id->qp);
     check_rc(rdma_connect(l.id.get(), &param), "rdma_connect");
+    if (give_up) {
+        result("sent a connection request to %s, and gave it up", peer.c_str());
+        return;
+    }
     expect_cm_event(l.cm.channel.get(), RDMA_CM_EVENT_ESTABLISHED, args.timeout_s, "the receiver to accept", peer);
     info("connected to %s", peer.c_str());
 }
@@ -610,7 +616,9 @@ void run(const Args &args, const RogueOptions &opt)
     }
     try {
         if (sender) {
-            connect_to_receiver(l, args);
+            connect_to_receiver(l, args, opt.lie->lie == Lie::knock);
+            if (opt.lie->lie == Lie::knock)
+                return;
             sender_lies(l, opt.lie->lie);
         } else {
             accept_sender(l, args);

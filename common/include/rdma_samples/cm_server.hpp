@@ -39,7 +39,8 @@ inline constexpr std::size_t max_reject_reason = 100;
 /**
  * @brief Refuse a client's CONNECT_REQUEST (the client sees RDMA_CM_EVENT_REJECTED, with @p reason in
  * the REJ's private data, cut to max_reject_reason bytes with its NUL), then destroy the request's new
- * cm_id. Its event must be acknowledged already (rdma_destroy_id() waits until it is): the event loop
+ * cm_id. The reject is best effort: a client that gave up its request first is only reported (a line),
+ * its cm_id destroyed all the same, and the caller goes on. Its event must be acknowledged already (rdma_destroy_id() waits until it is): the event loop
  * acknowledges every event at once; the form below takes the event and does it.
  * @param id     the cm_id the CONNECT_REQUEST came with; destroyed afterwards
  * @param reason why, for the client to print; empty: no private data
