@@ -34,6 +34,30 @@ struct Events {
     PeerState peer_state = PeerState::connected; ///< disconnected: the CQ holds the last of what it said
 };
 
+/** @brief Take one event from the CM's channel: DISCONNECTED marks the peer gone (what it said before
+ *  is still in the CQ); another sender's request is refused, here or after the file was kept;
+ *  TIMEWAIT_EXIT changes nothing; anything else (DEVICE_REMOVAL, ADDR_CHANGE) ends the wait, named.
+ *  @param e the connection @param what what we wait for, for errors */
+inline void take_cm_event(Events &e, const std::string &what)
+{
+    rdma_cm_event *raw = nullptr;
+    rdma_samples::check_rc(rdma_get_cm_event(e.cm_channel, &raw), "rdma_get_cm_event");
+    rdma_samples::CmEventPtr event(raw);
+    switch (event->event) {
+    case RDMA_CM_EVENT_DISCONNECTED: e.peer_state = PeerState::disconnected; break;
+    case RDMA_CM_EVENT_CONNECT_REQUEST: // one peer at a time
+        rdma_samples::refuse_request(event, "one sender at a time: another is being served");
+        break;
+    case RDMA_CM_EVENT_TIMEWAIT_EXIT: break;
+    default:
+        throw rdma_samples::Error("RDMA CM: " + rdma_samples::cm_event_name(event->event) + " while we waited for " +
+                                      what,
+                                  event->event == RDMA_CM_EVENT_DEVICE_REMOVAL
+                                      ? "the RDMA device went away (rdma link show; dmesg)"
+                                      : "check the device and its network interface (rdma link show)");
+    }
+}
+
 /** @brief The next completion, sleeping on the completion channel while there is none.
  *  @param e the connection's channels and clocks @param what what we wait for, for errors
  *  @return the completion (its status not yet checked) */
@@ -67,18 +91,24 @@ inline ibv_wc next_completion(Events &e, const std::string &what)
         // DISCONNECTED), taking and acknowledging the channel's event (common/cq_channel.hpp).
         pollfd fds[1] = {{e.cm_channel->fd, POLLIN, 0}};
         rdma_samples::sleep_on_cq_channel(e.channel, fds, std::min(deadline.left_ms(), e.transfer.left_ms()));
-        if (fds[0].revents & POLLIN) {
-            rdma_cm_event *raw = nullptr;
-            check_rc(rdma_get_cm_event(e.cm_channel, &raw), "rdma_get_cm_event");
-            rdma_samples::CmEventPtr event(raw);
-            if (event->event == RDMA_CM_EVENT_DISCONNECTED)
-                e.peer_state = PeerState::disconnected; // poll the CQ dry first: a refusal may be waiting there
-            else if (event->event == RDMA_CM_EVENT_CONNECT_REQUEST)
-                rdma_samples::refuse_request(event,
-                                             "one sender at a time: another is being served"); // one peer at a time
-        }
+        if (fds[0].revents & POLLIN)
+            take_cm_event(e, what); // (DISCONNECTED: the CQ is polled dry first, a refusal may wait there)
     }
     //! [event_loop]
+}
+
+/** @brief The end: wait (-t) until the peer disconnects (its DREQ), with the CM's events handled as
+ *  during the transfer (another sender's request refused). Completions are not looked at any more.
+ *  @param e the connection @param what what we wait for, for errors */
+inline void wait_disconnected(Events &e, const std::string &what)
+{
+    const rdma_samples::Deadline deadline(e.timeout_s);
+    while (e.peer_state == PeerState::connected) {
+        if (deadline.expired())
+            throw rdma_samples::timeout_error(e.timeout_s, what, "is " + e.peer + " still running?");
+        if (rdma_samples::cm_event_ready(e.cm_channel, deadline.left_ms()))
+            take_cm_event(e, what);
+    }
 }
 
 } // namespace rdma_file_transfer

@@ -185,8 +185,7 @@ void run(const Args &args, const SenderOptions &opt)
 
     step(8, "disconnect (RDMA CM)");
     check_rc(rdma_disconnect(cm.id.get()), "rdma_disconnect");
-    if (conn.link.events.peer_state == PeerState::connected)
-        expect_cm_event(cm.channel.get(), RDMA_CM_EVENT_DISCONNECTED, args.timeout_s, "the disconnect", cm.peer);
+    wait_disconnected(conn.link.events, "the disconnect");
 } // the QP (rdma_destroy_qp), chunk_mr, the buffers, cq, the cm_id and its channel, msg_mr, pd go here, in that order
 
 } // namespace

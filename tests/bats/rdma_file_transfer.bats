@@ -389,6 +389,21 @@ killed_midway() {
         fail "the receiver did not meet the given-up request: $(cat "$BATS_TEST_TMPDIR/receiver.out")"
 }
 
+@test "rdma_file_transfer: a second sender while the receiver waits for the first to disconnect is turned away; both finish" {
+    random_file f 5000
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
+    wait_for_line receiver "listening on port"
+    # the sender stops itself before it disconnects (step 8): the receiver, file kept, is at its step 7
+    RDMA_SAMPLES_STOP_AT_STEP=8 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
+    wait_for_line receiver "step 7:"
+    run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/f"
+    assert_line --regexp "^sender: step 2 failed: RDMA CM: RDMA_CM_EVENT_REJECTED \(status 28\) from "
+    kill -CONT "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")" || fail "the receiver failed: $(cat "$BATS_TEST_TMPDIR/receiver.out")"
+    cmp "$IN/f" "$OUT/f"
+}
+
 @test "rdma_file_transfer: a sender started before its receiver tries again until it listens" {
     random_file f 5000
     start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
