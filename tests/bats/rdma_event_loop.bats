@@ -194,6 +194,23 @@ told_after() {
     assert_peer_line "connection 1 closed: 2 message(s) echoed; the client disconnected"
 }
 
+@test "rdma_event_loop: a client that never answers the server's DREQ holds its entry 2 s more, not another -t" {
+    # Dropped at -t (8 s): our DREQ tells it, but it sends no DREP; the close waits 2 s (close_wait()), not 8.
+    server --clients 1 -t 8
+    start_peer rogue "$ROGUE" --mode mute -sa "$CM_ADDR" -lp "$PORT" -t 30
+    wait_line rogue '^told: RDMA_CM_EVENT_DISCONNECTED after [0-9.]+ s$'
+    local told=$EPOCHREALTIME
+    wait_peer server
+    local freed
+    freed=$(awk -v a="$told" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+    echo "# the server ended ${freed} s after the client was told" >&3
+    assert_equal "$peer_status" 0
+    assert_peer_line "connection 0 closed: 0 message(s) echoed; dropped: no message for 8 s (-t)"
+    awk -v f="$freed" 'BEGIN { exit !(f < 5) }' || fail "the entry was held ${freed} s after the DREQ (close_wait is 2 s)"
+    kill_program TERM "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/rogue.pid")")"
+    wait_peer rogue
+}
+
 @test "rdma_event_loop: SIGTERM closes the connected clients and ends the server cleanly" {
     server -t 30
     client slow -t 30 --count 100 --interval-ms 500 -s slow

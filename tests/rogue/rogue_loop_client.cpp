@@ -5,6 +5,7 @@
  *
  *     rogue_loop_client --mode send-before-rtu -sa ADDR -lp PORT -s TEXT [-t S]
  *     rogue_loop_client --mode no-rtu          -sa ADDR -lp PORT [-t S]
+ *     rogue_loop_client --mode mute            -sa ADDR -lp PORT [-t S]
  *
  * It connects with its own QP (ibv_create_qp(), not rdma_create_qp()), so librdmacm hands it the
  * server's REP as RDMA_CM_EVENT_CONNECT_RESPONSE and leaves the rest of the handshake to it: its QP to
@@ -13,10 +14,12 @@
  *  - send-before-rtu: at RTS, SEND TEXT before the RTU (longer than the server's --message-size, it
  *    fails the server's receive, and the server closes a connection it has not seen established),
  *    wait for the SEND's completion, pause 200 ms, then send the RTU;
- *  - no-rtu: never send the RTU.
+ *  - no-rtu: never send the RTU;
+ *  - mute: the RTU at once, then nothing: no message, and no DREP to the server's DREQ.
  * Then it waits, bounded by -t, for the CM event that ends the connection and prints
  * `told: EVENT after S s` (S counted from the RTU, or from the REP when there is none); it answers a
- * DISCONNECTED with its own rdma_disconnect() (the DREP) and exits 0. Nothing within -t: exit 1.
+ * DISCONNECTED with its own rdma_disconnect() (the DREP; mute: only when its -t has run out) and exits 0.
+ * Nothing within -t: exit 1.
  */
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/check.hpp>
@@ -39,7 +42,7 @@ using namespace rdma_samples;
 
 namespace {
 
-enum class Mode { send_before_rtu, no_rtu };
+enum class Mode { send_before_rtu, no_rtu, mute };
 
 struct RogueOptions {
     std::optional<Mode> mode;
@@ -59,8 +62,9 @@ void wait_send(ibv_cq *cq, const Deadline &deadline)
     info("our SEND: %s (%s)", wc_status_name(wc.status), ibv_wc_status_str(wc.status));
 }
 
-/** Wait, bounded by @p deadline, for the CM event that ends the connection; print it and how long it took. */
-void wait_told(CmConnection &cm, const Deadline &deadline, Clock::time_point since)
+/** Wait, bounded by @p deadline, for the CM event that ends the connection; print it and how long it took.
+ *  @return the event */
+rdma_cm_event_type wait_told(CmConnection &cm, const Deadline &deadline, Clock::time_point since)
 {
     for (;;) {
         if (!cm_event_ready(cm.channel.get(), deadline.left_ms()))
@@ -74,15 +78,12 @@ void wait_told(CmConnection &cm, const Deadline &deadline, Clock::time_point sin
             continue;
         const double took = std::chrono::duration<double>(Clock::now() - since).count();
         result("told: %s after %.3f s", cm_event_name(type).c_str(), took);
-        if (type == RDMA_CM_EVENT_DISCONNECTED)
-            check_rc(rdma_disconnect(cm.id.get()), "rdma_disconnect"); // the DREP to the server's DREQ
-        return;
+        return type;
     }
 }
 
 void run(const Args &args, const RogueOptions &opt)
 {
-    const bool send_first = opt.mode == Mode::send_before_rtu;
     Device dev = open_device(args.device, args.gid_index);
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     Buffer buf(4096);
@@ -104,7 +105,12 @@ void run(const Args &args, const RogueOptions &opt)
     Clock::time_point since = Clock::now();
     info("the server's REP came (CONNECT_RESPONSE); our RTU is not sent");
     const Deadline deadline(args.timeout_s);
-    if (send_first) {
+    if (opt.mode == Mode::mute) {
+        cm_ready_qp(cm.id.get(), qp.get());
+        check_rc(rdma_establish(cm.id.get()), "rdma_establish");
+        since = Clock::now();
+        info("RTU sent (rdma_establish); now silent");
+    } else if (opt.mode == Mode::send_before_rtu) {
         cm_ready_qp(cm.id.get(), qp.get()); // RTR and RTS, as rdma_establish()'s caller must
         const std::uint32_t len = static_cast<std::uint32_t>(args.message.size());
         std::memcpy(buf.data(), args.message.data(), len);
@@ -124,7 +130,13 @@ void run(const Args &args, const RogueOptions &opt)
         since = Clock::now();
         info("RTU sent (rdma_establish)");
     }
-    wait_told(cm, deadline, since);
+    if (wait_told(cm, deadline, since) == RDMA_CM_EVENT_DISCONNECTED) {
+        if (opt.mode == Mode::mute) {
+            info("holding back our DREP for the rest of -t");
+            std::this_thread::sleep_for(std::chrono::milliseconds(deadline.left_ms()));
+        }
+        check_rc(rdma_disconnect(cm.id.get()), "rdma_disconnect"); // the DREP to the server's DREQ
+    }
     qp_to_error(qp.get());
 }
 
@@ -138,19 +150,21 @@ int main(int argc, char **argv)
     spec.message_flag = 's';
     spec.message_help = "what send-before-rtu SENDs";
     spec.extra = {
-        {"mode", "send-before-rtu|no-rtu", "what to do wrong", "none: required",
+        {"mode", "send-before-rtu|no-rtu|mute", "what to do wrong", "none: required",
          [&opt](const std::string &v) {
              if (v == "send-before-rtu")
                  opt.mode = Mode::send_before_rtu;
              else if (v == "no-rtu")
                  opt.mode = Mode::no_rtu;
+             else if (v == "mute")
+                 opt.mode = Mode::mute;
              else
-                 throw UsageError("--mode: send-before-rtu or no-rtu, got " + quote(v));
+                 throw UsageError("--mode: send-before-rtu, no-rtu or mute, got " + quote(v));
          }},
     };
     return run_sample(spec, argc, argv, [&](const Args &args) {
         if (!opt.mode)
-            throw UsageError("--mode is required: send-before-rtu or no-rtu");
+            throw UsageError("--mode is required: send-before-rtu, no-rtu or mute");
         run(args, opt);
     });
 }
