@@ -19,6 +19,7 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/rc_qp.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <deque>
@@ -32,11 +33,12 @@ using Clock = std::chrono::steady_clock; // CLOCK_MONOTONIC, the clock of the se
 
 /** @brief Where a connection's life stands. */
 enum class Phase {
-    accepted, ///< our REP is out; neither ESTABLISHED nor a first message seen yet
-    open,     ///< ESTABLISHED seen, or its first message came
+    accepted, ///< our REP is out; neither ESTABLISHED nor a first message seen yet (its RTU may take up to -t)
+    open,     ///< ESTABLISHED seen, or its first message came (a SEND may overtake the RTU)
     flushed,  ///< its QP flushed work we did not close: on iWARP a client's disconnect (its TCP close)
               ///< reaches the QP before RDMA CM's DISCONNECTED does; waiting for that event (bounded by -t)
-    closing,  ///< we disconnected and moved the QP to ERR: waiting for the flushes (bounded by -t)
+    closing,  ///< we disconnected and moved the QP to ERR: waiting for the flushes and the CM's answer
+              ///< (bounded by close_wait(), or by its RTU's bound when not established yet)
 };
 
 /** @brief How a connection ended, for the tally: its client said goodbye, or the server dropped it. */
@@ -54,11 +56,13 @@ struct Connection {
     std::deque<std::pair<int, std::uint32_t>> waiting; ///< messages (slot, length) waiting for a send slot
     int echoed = 0;                                    ///< echoes whose SEND completed
     Phase phase = Phase::accepted;
+    bool established = false;         ///< ESTABLISHED seen: its RTU came, a DREQ can go
     bool peer_left = false;           ///< its DREQ came (DISCONNECTED) before we closed
     bool cm_done = false;             ///< no more CM events will come for it (DISCONNECTED seen)
     Ending ending = Ending::finished; ///< set with outcome, when it starts closing
     std::string outcome;              ///< why it ended, as the server prints it
     Clock::time_point deadline;       ///< idle bound while open; bound of the drain while closing
+    Clock::time_point rtu_by;         ///< its accept + -t: the latest its RTU may come
 };
 
 /** @brief What the whole server holds: its verbs objects, the table and the tally. */
@@ -88,6 +92,14 @@ inline char *slot_data(const Server &server, std::size_t entry, int slot)
     return server.buf.data() + (entry * slots + static_cast<std::size_t>(slot)) * server.opt.message_size;
 }
 
+/** How long a close waits for what it needs (the flushes, which are local, and the CM's answer to our
+ *  DREQ, one round trip and the peer's wake-up): 2 s, or -t if shorter. Not -t again: the peer is told
+ *  by our DREQ already, and a peer that never answers must not hold its entry for a second -t. */
+inline Clock::duration close_wait(const Server &server)
+{
+    return std::min<Clock::duration>(std::chrono::seconds(2), std::chrono::seconds(server.args.timeout_s));
+}
+
 /** Close connection @p conn, ended as @p ending for @p why: DREQ (or the DREP to its DREQ), QP to ERR; its
  *  posted work is flushed, and release_if_done() frees the entry once the last flush has completed. */
 inline void begin_close(Server &server, Connection &conn, Ending ending, const std::string &why)
@@ -97,8 +109,13 @@ inline void begin_close(Server &server, Connection &conn, Ending ending, const s
     conn.phase = Phase::closing;
     conn.ending = ending;
     conn.outcome = why;
-    conn.deadline = Clock::now() + std::chrono::seconds(server.args.timeout_s); // the drain is bounded too
-    if (rdma_disconnect(conn.id.get()) != 0) // (a connection not up yet has nothing to disconnect)
+    conn.deadline = Clock::now() + close_wait(server); // the drain is bounded too
+    // Before its RTU (ESTABLISHED), the CM sends no DREQ: rdma_disconnect() returns 0 and sends nothing
+    // (the kernel's CM is still waiting for the RTU). Its ESTABLISHED sends the DREQ then (handlers.hpp),
+    // so wait for it as long as its RTU may take (a lost RTU is sent again when our REP is resent).
+    if (!conn.established)
+        conn.deadline = std::max(conn.deadline, conn.rtu_by);
+    if (rdma_disconnect(conn.id.get()) != 0) // (its CM connection failed already: nothing to disconnect)
         conn.cm_done = true;
     rdma_samples::qp_to_error(conn.qp.get()); // every receive and send still posted completes as flushed
 }

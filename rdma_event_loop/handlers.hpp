@@ -44,6 +44,7 @@ inline void accept_client(Server &server, const Device &dev, rdma_cm_id *id, boo
     conn.number = server.arrived++;
     conn.addr = from;
     conn.deadline = Clock::now() + std::chrono::seconds(server.args.timeout_s);
+    conn.rtu_by = conn.deadline; // its RTU, or a first message, within -t
     ++server.open;
     server.most_open = std::max(server.most_open, server.open);
     const std::size_t entry = static_cast<std::size_t>(free_entry - server.table.begin());
@@ -68,6 +69,7 @@ inline void accept_client(Server &server, const Device &dev, rdma_cm_id *id, boo
         conn.cm_done = true;
         conn.ending = Ending::dropped;
         conn.outcome = std::string("dropped while being accepted: ") + e.what();
+        conn.deadline = Clock::now() + close_wait(server);
         if (conn.qp)
             qp_to_error(conn.qp.get());
         else
@@ -92,10 +94,18 @@ inline void on_cm_events(Server &server, const Device &dev, rdma_event_channel *
             accept_client(server, dev, id, stopping);
         } else if (conn == nullptr) {
             continue; // an event of a client already released, or of the listener
-        } else if (type == RDMA_CM_EVENT_ESTABLISHED) {
+        } else if (type == RDMA_CM_EVENT_ESTABLISHED && conn->phase != Phase::closing) {
+            conn->established = true;
             if (conn->phase == Phase::accepted)
                 conn->phase = Phase::open;
             result("connection %d established from %s", conn->number, conn->addr.c_str());
+        } else if (type == RDMA_CM_EVENT_ESTABLISHED) { // closed before its RTU came: the DREQ can go now
+            conn->established = true;
+            result("connection %d established from %s after we closed it: disconnecting now", conn->number,
+                   conn->addr.c_str());
+            conn->deadline = Clock::now() + close_wait(server);
+            if (rdma_disconnect(id) != 0)
+                conn->cm_done = true;
         } else if (type == RDMA_CM_EVENT_DISCONNECTED) { // its DREQ, or the answer to ours
             conn->cm_done = conn->peer_left = true;
             // (else the last echo completes first; a flushed QP has no echo left to send)

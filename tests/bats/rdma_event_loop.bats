@@ -1,6 +1,7 @@
 #!/usr/bin/env bats
 # rdma_event_loop: one server thread, one epoll, many RDMA CM clients echoing messages; the clients that
-# misbehave (idle, killed, one too many, a SEND too long) cost only their own connection. Run with
+# misbehave (idle, killed, one too many, a SEND too long, a SEND before the RTU, no RTU: the last two
+# played by tests/rogue/rogue_loop_client) cost only their own connection. Run with
 # run-bats --cm (RDMA CM needs the device on an Ethernet interface; see test_helper/common.bash).
 
 load test_helper/common
@@ -10,6 +11,9 @@ setup() {
     require_cm_addr
     SERVER=$(prog rdma_event_loop_server)
     CLIENT=$(prog rdma_event_loop_client)
+    ROGUE=$BUILD/tests/rogue/rogue_loop_client
+    [ -x "$ROGUE" ] || fail "no $ROGUE; build first (./lab build)"
+    ROGUE=$(device_path "$ROGUE")
     PORT=$((20000 + RANDOM % 20000))
 }
 
@@ -138,6 +142,73 @@ wait_server_line() {
     assert_peer_line --regexp '^connection 0 closed: 0 message\(s\) echoed; dropped: its receive completed with IBV_WC_LOC_(LEN|QP_OP)_ERR'
     assert_peer_line "connection 1 closed: 2 message(s) echoed; the client disconnected"
     assert_peer_line "Served 2 client(s): 1 finished, 1 dropped; 2 message(s) echoed; at most 1 connected at once"
+}
+
+# told_after OUTPUT: the seconds in the rogue's "told: EVENT after S s" line, as a whole number (rounded up).
+told_after() {
+    local s
+    s=$(sed -n 's/^told: [A-Z_]* after \([0-9.]*\) s$/\1/p' <<<"$1")
+    [ -n "$s" ] || fail "no 'told:' line: $1"
+    echo "# told after $s s" >&3
+    awk -v s="$s" 'BEGIN { printf "%d\n", s == int(s) ? s : int(s) + 1 }'
+}
+
+@test "rdma_event_loop: a client whose too-long SEND overtakes its RTU is told at its ESTABLISHED, not -t later" {
+    # The server closes the connection before it is established; the DREQ can go only once the RTU
+    # comes. Told within a few seconds, not at the server's -t (30 s), when it frees the entry.
+    server --clients 2 --message-size 16 -t 30
+    run "$ROGUE" --mode send-before-rtu -sa "$CM_ADDR" -lp "$PORT" -t 45 -s "longer than sixteen bytes"
+    assert_success
+    assert_line --regexp '^ *our SEND: IBV_WC_REM_(OP|INV_REQ)_ERR '
+    assert_line --regexp '^told: RDMA_CM_EVENT_DISCONNECTED after [0-9.]+ s$'
+    [ "$(told_after "$output")" -le 10 ]
+    run "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 2 -s short
+    assert_success
+    wait_peer server
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp '^connection 0 established from .* after we closed it: disconnecting now$'
+    assert_peer_line --regexp '^connection 0 closed: 0 message\(s\) echoed; dropped: its receive completed with IBV_WC_LOC_(LEN|QP_OP)_ERR'
+    assert_peer_line "connection 1 closed: 2 message(s) echoed; the client disconnected"
+    assert_peer_line "Served 2 client(s): 1 finished, 1 dropped; 2 message(s) echoed; at most 1 connected at once"
+}
+
+@test "rdma_event_loop: a client that never sends its RTU holds its entry for -t and 2 s more, not 2 x -t" {
+    # Dropped at -t (6 s) with no DREQ possible; the close waits 2 s (close_wait()) for an RTU that never
+    # comes, then frees the entry: destroying the cm_id sends a REJ, the client's REJECTED.
+    server --clients 2 -t 6
+    start_peer rogue "$ROGUE" --mode no-rtu -sa "$CM_ADDR" -lp "$PORT" -t 30
+    wait_line rogue 'our RTU is not sent'
+    # (an honest client meanwhile: served beside the one that holds its entry)
+    run "$CLIENT" -sa "$CM_ADDR" -lp "$PORT" -t 30 --count 2 -s short
+    assert_success
+    wait_peer rogue
+    assert_equal "$peer_status" 0
+    assert_peer_line --regexp '^told: RDMA_CM_EVENT_REJECTED after [0-9.]+ s$'
+    local took
+    took=$(told_after "$peer_output")
+    [ "$took" -ge 6 ] && [ "$took" -le 10 ]
+    wait_peer server
+    assert_equal "$peer_status" 0
+    refute_peer_line --regexp '^connection 0 established'
+    assert_peer_line "connection 0 closed: 0 message(s) echoed; dropped: no message for 6 s (-t)"
+    assert_peer_line "connection 1 closed: 2 message(s) echoed; the client disconnected"
+}
+
+@test "rdma_event_loop: a client that never answers the server's DREQ holds its entry 2 s more, not another -t" {
+    # Dropped at -t (8 s): our DREQ tells it, but it sends no DREP; the close waits 2 s (close_wait()), not 8.
+    server --clients 1 -t 8
+    start_peer rogue "$ROGUE" --mode mute -sa "$CM_ADDR" -lp "$PORT" -t 30
+    wait_line rogue '^told: RDMA_CM_EVENT_DISCONNECTED after [0-9.]+ s$'
+    local told=$EPOCHREALTIME
+    wait_peer server
+    local freed
+    freed=$(awk -v a="$told" -v b="$EPOCHREALTIME" 'BEGIN { printf "%.1f", b - a }')
+    echo "# the server ended ${freed} s after the client was told" >&3
+    assert_equal "$peer_status" 0
+    assert_peer_line "connection 0 closed: 0 message(s) echoed; dropped: no message for 8 s (-t)"
+    awk -v f="$freed" 'BEGIN { exit !(f < 5) }' || fail "the entry was held ${freed} s after the DREQ (close_wait is 2 s)"
+    kill_program TERM "$(pgrep -P "$(cat "$BATS_TEST_TMPDIR/rogue.pid")")"
+    wait_peer rogue
 }
 
 @test "rdma_event_loop: SIGTERM closes the connected clients and ends the server cleanly" {
