@@ -10,6 +10,7 @@
 #include "events.hpp"
 #include "protocol.hpp"
 
+#include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
 #include <rdma_samples/cm.hpp>
 #include <rdma_samples/device.hpp>
@@ -174,10 +175,28 @@ struct Link {
             const ibv_wc wc = next_completion(events, what);
             if (completed_send(wc))
                 continue;
+            if (wc.status == IBV_WC_WR_FLUSH_ERR)
+                throw broken_by_peer();
             if (wc.status != IBV_WC_SUCCESS)
                 rdma_samples::check_wc(wc, IBV_WC_RECV, "a receive");
             return wc;
         }
+    }
+    /** @brief Why a receive came back flushed, when none of our own work failed first (an error of ours
+     *  would have been reported at its completion): the QP went to the error state on a request of the
+     *  peer's, an RDMA WRITE outside the ring, with a wrong rkey, or after the ring was deregistered. A
+     *  NIC says so on the async event queue (IBV_EVENT_QP_ACCESS_ERR); Soft-RoCE raises no event for it
+     *  (measured on Linux 6.1), so the reason is given either way. @return the error to throw */
+    Error broken_by_peer() const
+    {
+        const std::string reported = rdma_samples::take_async_events(qp->context);
+        return Error("our QP went to the error state with no error of our own" +
+                         (reported.empty() ? std::string(" and no event from the device")
+                                           : " (the device reported: " + reported + ")") +
+                         ": " + events.peer +
+                         "'s request broke it, an RDMA WRITE outside the memory we granted, with a wrong rkey, or "
+                         "after we deregistered it",
+                     events.peer + " does not follow the protocol; its output may say more");
     }
     /** @brief Wait until our SENDs are acknowledged, or the peer, which has read them, disconnects; what
      *  else completes is dropped (we are finishing), and a failure ends the wait. */

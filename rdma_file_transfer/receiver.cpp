@@ -164,32 +164,36 @@ void run(const Args &args, const ReceiverOptions &opt)
     }); // disk full, a lie, the sender's own refusal: the sender hears why (its refusal comes back, changing nothing)
     progress.finish();
 
-    step(5, "compare the digests; keep the file (fsync, rename) only if they match; SEND the verdict");
+    step(5, "compare the digests; keep the file (fsync, then its name) only if they match; SEND the verdict");
     ControlMessage verdict = make_message(MessageType::verdict);
     verdict.digest = sha.final();
     verdict.flags = verdict.digest == done.digest ? 1 : 0;
-    if (verdict.flags == 1)
-        link.refuse_on_error([&] { file.commit(); });
-    link.post_message(verdict);
     if (verdict.flags != 1) {
+        link.post_message(verdict);
         link.deliver(); // a NIC may not have sent it yet when we tear the QP down
         throw Error("the data's SHA-256 is " + hex(verdict.digest) + ", the sender announced " + hex(done.digest),
                     "the data was damaged on the way, or the file changed while it was sent; nothing was kept");
     }
+    link.refuse_on_error([&] { file.commit(); });
     result("%s  %s", hex(verdict.digest).c_str(), shown_path(dest.path()).c_str()); // sha256sum's format
+    // From here the file is kept: what fails afterwards (a sender that never sends its ID or never
+    // disconnects, a QP broken by a late WRITE) does not undo it, and ends as a warning that says so.
+    after_result("the file was verified and kept as " + shown_path(dest.path()), [&] {
+        link.post_message(verdict);
 
-    step(6, "receive the sender's ID; SEND its key (step 7), or a receipt without --keys");
-    const std::string who = next_message(link, MessageType::id, "the sender's ID").text;
-    const ControlMessage answer = answer_id(keys, who, received, verdict.digest); // a key, a receipt or a refusal
-    link.post_message(answer);
-    result("Answered %s with %s", quote(who).c_str(), answer_name(answer));
+        step(6, "receive the sender's ID; SEND its key (step 7), or a receipt without --keys");
+        const std::string who = next_message(link, MessageType::id, "the sender's ID").text;
+        const ControlMessage answer = answer_id(keys, who, received, verdict.digest); // a key, a receipt or a refusal
+        link.post_message(answer);
+        result("Answered %s with %s", quote(who).c_str(), answer_name(answer));
 
-    step(7, "wait for the sender to disconnect");
-    // The sender disconnects once it has our answer: its DREQ proves the last SEND arrived, whether or
-    // not we have polled its completion yet (the QP then flushes whatever is left).
-    link.deliver();
-    wait_disconnected(link.events, "the sender to disconnect"); // (another sender meanwhile: refused)
-    rdma_disconnect(id.get());                                  // answers the sender's DREQ
+        step(7, "wait for the sender to disconnect");
+        // The sender disconnects once it has our answer: its DREQ proves the last SEND arrived, whether or
+        // not we have polled its completion yet (the QP then flushes whatever is left).
+        link.deliver();
+        wait_disconnected(link.events, "the sender to disconnect"); // (another sender meanwhile: refused)
+        rdma_disconnect(id.get());                                  // answers the sender's DREQ
+    });
 } // the QP (rdma_destroy_qp), the MRs, the file (removed unless committed), cq, channel, pd, cm_ids go here
 
 } // namespace

@@ -39,6 +39,14 @@ int run_sample(const ProgramSpec &spec, int argc, char **argv, const std::functi
         return 0;
     } catch (const UsageError &e) {
         return usage_error(spec, e); // a value only the device could refuse
+    } catch (const DoneWithWarning &e) {
+        std::fflush(stdout);
+        std::fprintf(stderr, "%s: step %d: warning: %s\n", spec.role.c_str(), current_step(), e.what());
+        if (!e.hint().empty())
+            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+        std::fprintf(stderr, "done, and it stands: %s\n", e.stands().c_str());
+        result("Sample finished with a warning");
+        return 3;
     } catch (const Error &e) {
         std::fflush(stdout);
         std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());

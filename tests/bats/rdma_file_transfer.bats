@@ -404,6 +404,36 @@ killed_midway() {
     cmp "$IN/f" "$OUT/f"
 }
 
+@test "rdma_file_transfer: a failure after the file is kept is a warning that says what stands (exit 3)" {
+    random_file f 5000
+    # The receiver stops itself at step 7, its answer sent: the sender's disconnect gets no answer.
+    RDMA_SAMPLES_STOP_AT_STEP=7 start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
+    wait_for_line receiver "listening on port"
+    run -3 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 3 "$IN/f"
+    assert_line "sender: step 8: warning: timed out after 3 s waiting for the disconnect"
+    assert_line "done, and it stands: the receiver verified the file, and its answer came"
+    assert_line --index -1 "Sample finished with a warning"
+    kill -CONT "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
+    cmp "$IN/f" "$OUT/f"
+    # The other way round: the sender stops before it disconnects (step 8), the receiver waits -t for it.
+    rm "$OUT/f"
+    PORT=$((PORT + 1))
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 3 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
+    wait_for_line receiver "listening on port"
+    RDMA_SAMPLES_STOP_AT_STEP=8 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 3 "$IN/f"
+    local receiver_status=0
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")" || receiver_status=$?
+    kill -CONT "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
+    wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")" || true # (its disconnect meets a receiver already gone)
+    assert_equal "$receiver_status" 3
+    run cat "$BATS_TEST_TMPDIR/receiver.out"
+    assert_line "receiver: step 7: warning: timed out after 3 s waiting for the sender to disconnect"
+    assert_line "done, and it stands: the file was verified and kept as $OUT/f"
+    assert_line --index -1 "Sample finished with a warning"
+    cmp "$IN/f" "$OUT/f"
+}
+
 @test "rdma_file_transfer: a sender started before its receiver tries again until it listens" {
     random_file f 5000
     start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
