@@ -58,6 +58,8 @@
  *                    other bytes kept than the ones the digest covered.
  *   -DEARLY_VERDICT  the sender keeps any message as it comes: a verdict that came before it sent
  *                    "done" is taken as the answer to "done".
+ * And a question: -DLIAR_BELIEVED asks whether a lying receiver is ever believed. It is, when it knows
+ * the file: what a verdict proves is that the receiver knows the digest, not that it has the bytes.
  */
 
 #define CHUNKS 3
@@ -182,6 +184,9 @@ proctype Sender() {
     printf("L: S. believes the verdict: verified\n");
     assert(!verdict_came_before_done);                                  /* property 2 */
     assert(lying_receiver || (kept && kept_data == FILE_DIGEST));      /* property 2 */
+#ifdef LIAR_BELIEVED
+    assert(!lying_receiver);  /* a question, not a property: is a lying receiver ever believed? */
+#endif
     /* step 7: SEND the ID, receive the key */
     turn_receiver = true;
     atomic { printf("L: S> ID\n"); post(to_receiver, id, 0, 0) };
