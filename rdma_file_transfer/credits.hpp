@@ -64,6 +64,24 @@ void wait_until(Connection &conn, const std::string &what, Ready ready)
     }
 }
 
+/** @brief After the disconnect, the completions left in the CQ: our QP is in the error state, so every
+ *  receive still posted comes back flushed. One that came back whole is a message the receiver sent after
+ *  its answer, which it never does: it may have overwritten the answer in the one message buffer before
+ *  we read it. @param conn the connection, disconnected @throws Error naming it */
+inline void check_nothing_after_answer(Connection &conn)
+{
+    ibv_wc wc{};
+    while (rdma_samples::check_poll(ibv_poll_cq(conn.link.events.cq, 1, &wc)) == 1)
+        if (wc.status == IBV_WC_SUCCESS && wc.opcode == IBV_WC_RECV)
+            throw Error("the receiver sent a " +
+                            ((wc.wc_flags & IBV_WC_WITH_IMM)
+                                 ? std::string("credit")
+                                 : type_name(le16toh(conn.link.msgs[0].type)) + " message") +
+                            " after its answer: the answer printed above may be that message's text (every "
+                            "receive lands in one buffer)",
+                        "the receiver does not follow the protocol");
+}
+
 /** @brief The receiver's next message, which must be of @p type (a refusal throws its reason). */
 inline ControlMessage expect_message(Connection &conn, MessageType type, const std::string &what)
 {

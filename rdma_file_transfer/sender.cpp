@@ -188,6 +188,7 @@ void run(const Args &args, const SenderOptions &opt)
         step(8, "disconnect (RDMA CM)");
         check_rc(rdma_disconnect(cm.id.get()), "rdma_disconnect");
         wait_disconnected(conn.link.events, "the disconnect");
+        check_nothing_after_answer(conn); // the answer was the receiver's last message
     });
 } // the QP (rdma_destroy_qp), chunk_mr, the buffers, cq, the cm_id and its channel, msg_mr, pd go here, in that order
 

@@ -321,6 +321,14 @@ signal_midway() {
     sender_caught "sender: step 7 failed: the receiver sent a key whose text has no NUL in its 384 bytes"
 }
 
+@test "rogue receiver: a second key right after the first is reported; the delivery stands (exit 3)" {
+    head -c 10000 /dev/urandom >"$IN/f"
+    RUN_FLAGS=-3 against_sender second-key "$IN/f"
+    assert_line "sender: step 8: warning: the receiver sent a key message after its answer: the answer printed above may be that message's text (every receive lands in one buffer)"
+    assert_line "done, and it stands: the receiver verified the file, and its answer came"
+    assert_line --index -1 "Sample finished with a warning"
+}
+
 @test "rogue receiver: a second ring message is refused" {
     head -c 10000 /dev/urandom >"$IN/f"
     against_sender second-ring "$IN/f"

@@ -46,7 +46,7 @@ enum class Lie {
     zero_length_write, slot_out_of_range, chunk_too_long, chunks_after_end, done_at_half, done_wrong_digest,
     rewrite_slot, fake_credit, ignore_credits, stall_after_offer, knock, trickle, write_after_done,
     zero_slots, zero_chunk, chunk_2g, ring_1t, credit_before_write, credit_twice, credit_slot_99,
-    verdict_before_done, verdict_wrong_digest, verdict_flags_7, refusal_escape, key_escape, key_without_nul,
+    verdict_before_done, verdict_wrong_digest, verdict_flags_7, refusal_escape, key_escape, key_without_nul, second_key,
     second_ring, stall_before_ring, slow_credits,
 };
 // clang-format on
@@ -99,6 +99,7 @@ const LieName lie_names[] = {
     {Lie::refusal_escape, Role::receiver, "refusal-escape", "a refusal whose text holds escape sequences"},
     {Lie::key_escape, Role::receiver, "key-escape", "a key whose text holds escape sequences"},
     {Lie::key_without_nul, Role::receiver, "key-no-nul", "a key whose 384 bytes of text hold no NUL"},
+    {Lie::second_key, Role::receiver, "second-key", "a second key right after the first"},
     {Lie::second_ring, Role::receiver, "second-ring", "a second ring message right after the first"},
     {Lie::stall_before_ring, Role::receiver, "stall-before-ring", "accept, then never send the ring"},
     {Lie::slow_credits, Role::receiver, "slow-credits", "each credit 2 s late"},
@@ -599,6 +600,8 @@ void receiver_lies(Link &l, Lie lie, const RogueOptions &opt)
         std::memset(key.text, 'K', max_text);
     }
     send_message(l, key);
+    if (lie == Lie::second_key)
+        send_message(l, make_message(MessageType::key, "a second key"));
 }
 
 void run(const Args &args, const RogueOptions &opt)
