@@ -87,6 +87,18 @@ inline ibv_qp_init_attr qp_init_attr(ibv_cq *cq, std::uint32_t max_send_wr, std:
     return init;
 }
 
+/** @brief Grant the peer exactly what the protocol needs of our QP: librdmacm's connect grants remote
+ *  write to every RC QP it connects (and remote read and atomics with responder resources), where the
+ *  receiver's QP needs remote write alone (the chunks, into its ring) and the sender's none. The memory
+ *  regions decide as well (the sender registers none for remote access); this is the QP's own half.
+ *  @param qp the QP, in RTS @param access the IBV_ACCESS_REMOTE_* flags to keep */
+inline void grant_only(ibv_qp *qp, unsigned access)
+{
+    ibv_qp_attr attr{};
+    attr.qp_access_flags = access;
+    check_rc(ibv_modify_qp(qp, &attr, IBV_QP_ACCESS_FLAGS), "ibv_modify_qp(access flags)");
+}
+
 /** @brief The sender's wait, in a try of cm_retry(), for the receiver's answer to rdma_connect() on a
  *  QP of librdmacm's: true once RDMA_CM_EVENT_ESTABLISHED came; false, with CmTry::not_yet saying why,
  *  while nobody listens yet (cm_nobody_listens()) or nobody answers, for cm_retry() to try
@@ -160,6 +172,10 @@ struct Link {
      *  @param wc a completion @return true for our SEND */
     bool completed_send(const ibv_wc &wc)
     {
+        // Every completion passes here first: the first that came back flushed, with none of ours failed
+        // before it, is the peer's doing (a flush after the peer's disconnect is checked as before).
+        if (wc.status == IBV_WC_WR_FLUSH_ERR && events.peer_state == PeerState::connected)
+            throw broken_by_peer();
         if (wc.wr_id != send_wr_id)
             return false;
         rdma_samples::check_wc(wc, IBV_WC_SEND, "our SEND");
@@ -175,18 +191,17 @@ struct Link {
             const ibv_wc wc = next_completion(events, what);
             if (completed_send(wc))
                 continue;
-            if (wc.status == IBV_WC_WR_FLUSH_ERR)
-                throw broken_by_peer();
             if (wc.status != IBV_WC_SUCCESS)
                 rdma_samples::check_wc(wc, IBV_WC_RECV, "a receive");
             return wc;
         }
     }
-    /** @brief Why a receive came back flushed, when none of our own work failed first (an error of ours
-     *  would have been reported at its completion): the QP went to the error state on a request of the
-     *  peer's, an RDMA WRITE outside the ring, with a wrong rkey, or after the ring was deregistered. A
-     *  NIC says so on the async event queue (IBV_EVENT_QP_ACCESS_ERR); Soft-RoCE raises no event for it
-     *  (measured on Linux 6.1), so the reason is given either way. @return the error to throw */
+    /** @brief Why a work request came back flushed, when none of our own work failed first (an error of
+     *  ours would have been reported at its completion): the QP went to the error state on a request of
+     *  the peer's, an RDMA WRITE outside the ring, with a wrong rkey, after the ring was deregistered, or
+     *  into the sender, whose QP grants no remote access. A NIC says so on the async event queue
+     *  (IBV_EVENT_QP_ACCESS_ERR, IBV_EVENT_QP_REQ_ERR); Soft-RoCE raises no event for it (measured on
+     *  Linux 6.1), so the reason is given either way. @return the error to throw */
     Error broken_by_peer() const
     {
         const std::string reported = rdma_samples::take_async_events(qp->context);

@@ -76,6 +76,7 @@ void run(const Args &args, const SenderOptions &opt)
         return true;
     });
     //! [connect]
+    grant_only(qp.id->qp, 0); // the receiver may not WRITE, READ or use atomics on us at all
     Connection conn{.link = {.events = {.cq = cq.get(),
                                         .channel = channel.get(),
                                         .cm_channel = cm.channel.get(),

@@ -329,6 +329,14 @@ signal_midway() {
     assert_line --index -1 "Sample finished with a warning"
 }
 
+@test "rogue receiver: an RDMA WRITE into the sender finds a QP that grants nothing, and the sender names the receiver" {
+    head -c 10000 /dev/urandom >"$IN/f"
+    against_sender write-into-sender "$IN/f"
+    # the sender's QP refuses remote writes (grant_only(qp, 0)), before any rkey is looked at
+    assert_peer_line "our WRITE into the sender completed with IBV_WC_REM_INV_REQ_ERR"
+    sender_caught "our QP went to the error state with no error of our own and no event from the device: the receiver's request broke it"
+}
+
 @test "rogue receiver: a second ring message is refused" {
     head -c 10000 /dev/urandom >"$IN/f"
     against_sender second-ring "$IN/f"

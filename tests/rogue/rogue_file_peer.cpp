@@ -47,6 +47,7 @@ enum class Lie {
     rewrite_slot, fake_credit, ignore_credits, stall_after_offer, knock, trickle, write_after_done,
     zero_slots, zero_chunk, chunk_2g, ring_1t, credit_before_write, credit_twice, credit_slot_99,
     verdict_before_done, verdict_wrong_digest, verdict_flags_7, refusal_escape, key_escape, key_without_nul, second_key,
+    write_into_sender,
     second_ring, stall_before_ring, slow_credits,
 };
 // clang-format on
@@ -100,6 +101,8 @@ const LieName lie_names[] = {
     {Lie::key_escape, Role::receiver, "key-escape", "a key whose text holds escape sequences"},
     {Lie::key_without_nul, Role::receiver, "key-no-nul", "a key whose 384 bytes of text hold no NUL"},
     {Lie::second_key, Role::receiver, "second-key", "a second key right after the first"},
+    {Lie::write_into_sender, Role::receiver, "write-into-sender",
+     "an RDMA WRITE into the sender, right after the ring"},
     {Lie::second_ring, Role::receiver, "second-ring", "a second ring message right after the first"},
     {Lie::stall_before_ring, Role::receiver, "stall-before-ring", "accept, then never send the ring"},
     {Lie::slow_credits, Role::receiver, "slow-credits", "each credit 2 s late"},
@@ -538,6 +541,23 @@ void receiver_lies(Link &l, Lie lie, const RogueOptions &opt)
     switch (lie) { // the lies told right after the ring
     case Lie::second_ring: send_message(l, ring); break;
     case Lie::credit_before_write: send_credit(l, 0); break;
+    case Lie::write_into_sender: { // 16 bytes of our messages to address 0 of the sender, an rkey it never gave
+        ibv_sge sge{reinterpret_cast<std::uintptr_t>(l.messages.data()), 16, l.msg_mr->lkey};
+        ibv_send_wr wr{};
+        wr.wr_id = plain_write_wr_id;
+        wr.opcode = IBV_WR_RDMA_WRITE;
+        wr.sg_list = &sge;
+        wr.num_sge = 1;
+        wr.send_flags = IBV_SEND_SIGNALED;
+        wr.wr.rdma.remote_addr = 0;
+        wr.wr.rdma.rkey = 0x1234;
+        ibv_send_wr *bad = nullptr;
+        check_post(ibv_post_send(l.id->qp, &wr, &bad), "ibv_post_send(RDMA WRITE)");
+        ++l.outstanding;
+        wait_until(l, "our WRITE into the sender to complete", [&] { return l.outstanding == 0; });
+        result("our WRITE into the sender completed with %s", wc_status_name(l.last_own.status));
+        return; // our QP is in the error state now
+    }
     case Lie::verdict_before_done: {
         ControlMessage verdict = make_message(MessageType::verdict);
         verdict.flags = 1;
