@@ -381,7 +381,7 @@ killed_midway() {
     sleep 1
     kill -CONT "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
     assert_success
-    assert_line --partial "sent a connection request to "
+    assert_line --partial "sent 1 connection request(s) to "
     wait "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
     wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
     cmp "$IN/f" "$OUT/f"
@@ -432,6 +432,24 @@ killed_midway() {
     assert_line "done, and it stands: the file was verified and kept as $OUT/f"
     assert_line --index -1 "Sample finished with a warning"
     cmp "$IN/f" "$OUT/f"
+}
+
+@test "rdma_file_transfer: a sender that keeps the receiver busy does not hold it past --deadline" {
+    # 64 MiB in 64 KiB chunks, 8 slots: the receiver hashes and writes each chunk while the next ones
+    # arrive, so its CQ is seldom empty; its clocks are read on every pass, not only after a sleep that
+    # found nothing. (Here the receiver still finds its CQ empty now and then, so the older check, only
+    # after such a sleep, ended this run too: measured. The bound is what is tested.)
+    random_file f $((64 << 20))
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 --deadline 1 -o "$OUT" --slots 8 --chunk 65536
+    wait_for_line receiver "listening on port"
+    local sender_status=0 receiver_status=0
+    "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f" >"$BATS_TEST_TMPDIR/sender.out" 2>&1 || sender_status=$?
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")" || receiver_status=$?
+    run cat "$BATS_TEST_TMPDIR/receiver.out"
+    assert_equal "$receiver_status" 1
+    assert_line --regexp "^receiver: step [34] failed: the whole transfer took longer than --deadline 1 s; we were waiting for "
+    assert_equal "$sender_status" 1
+    assert_equal "$(ls -A "$OUT")" ""
 }
 
 @test "rdma_file_transfer: a sender started before its receiver tries again until it listens" {

@@ -84,7 +84,7 @@ const LieName lie_names[] = {
     {Lie::ignore_credits, Role::sender, "ignore-credits",
      "no receive for the credits (one, for the ring), and 24 chunks without waiting for a credit"},
     {Lie::stall_after_offer, Role::sender, "stall-after-offer", "nothing after the offer"},
-    {Lie::knock, Role::sender, "knock", "a connection request, given up at once (its cm_id destroyed: a REJ)"},
+    {Lie::knock, Role::sender, "knock", "connection requests (--knocks), each given up at once (a REJ)"},
     {Lie::trickle, Role::sender, "trickle", "one chunk every 2 s"},
     {Lie::write_after_done, Role::sender, "write-after-done", "an RDMA WRITE into the ring after the verdict"},
     {Lie::zero_slots, Role::receiver, "zero-slots", "a ring of 0 slots"},
@@ -113,6 +113,7 @@ struct RogueOptions {
     std::optional<Role> role;
     std::optional<LieName> lie;
     std::optional<Digest> digest; ///< --digest: the file's SHA-256, for verdict-before-done
+    std::uint64_t knocks = 1;     ///< --knocks: how many requests knock sends
 };
 
 /** The peer stopped the conversation: it refused, or disconnected. The lie was answered. */
@@ -300,9 +301,33 @@ void make_qp(Link &l, const Args &args)
     l.events.emplace(Events{l.cq.get(), l.channel.get(), l.cm.channel.get(), args.timeout_s, Deadline(3600), l.peer});
 }
 
-/** Rogue sender: connect to rdma_file_receiver (one try: the test starts us once it listens). With
- *  @p give_up, send the request and return at once: the cm_id's end sends a REJ (the knock). */
-void connect_to_receiver(Link &l, const Args &args, bool give_up)
+/** knock: @p n connection requests, one after the other, each given up at once: a new cm_id, its
+ *  address and route, rdma_connect() (no QP: a QP number is all a REQ needs), and the cm_id destroyed,
+ *  which sends a REJ. To the receiver, a stream of CONNECT_REQUESTs of clients that are gone. */
+void knock(const Args &args, std::uint64_t n)
+{
+    SockAddr dst = parse_server_addr(*args.server_addr, args.server_addr_type, args.listen_port);
+    const EventChannelPtr channel = create_event_channel();
+    const std::string peer = addr_to_string(dst.get());
+    for (std::uint64_t i = 0; i < n; ++i) {
+        rdma_cm_id *raw = nullptr;
+        check_rc(rdma_create_id(channel.get(), &raw, nullptr, RDMA_PS_TCP), "rdma_create_id");
+        const CmIdPtr id(raw);
+        check_rc(rdma_resolve_addr(id.get(), nullptr, dst.get(), args.timeout_s * 1000), "rdma_resolve_addr");
+        expect_cm_event(channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, args.timeout_s, "the receiver's address", peer);
+        check_rc(rdma_resolve_route(id.get(), args.timeout_s * 1000), "rdma_resolve_route");
+        expect_cm_event(channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, args.timeout_s, "a route", peer);
+        rdma_conn_param param{};
+        param.qp_num = 1;
+        param.retry_count = 7;
+        check_rc(rdma_connect(id.get(), &param), "rdma_connect");
+    }
+    result("sent %llu connection request(s) to %s, each given up at once", static_cast<unsigned long long>(n),
+           peer.c_str());
+}
+
+/** Rogue sender: connect to rdma_file_receiver (one try: the test starts us once it listens). */
+void connect_to_receiver(Link &l, const Args &args)
 {
     SockAddr dst = parse_server_addr(*args.server_addr, args.server_addr_type, args.listen_port);
     l.cm.channel = create_event_channel();
@@ -318,10 +343,6 @@ void connect_to_receiver(Link &l, const Args &args, bool give_up)
     make_qp(l, args);
     rdma_conn_param param = cm_conn_param(l.id->qp);
     check_rc(rdma_connect(l.id.get(), &param), "rdma_connect");
-    if (give_up) {
-        result("sent a connection request to %s, and gave it up", peer.c_str());
-        return;
-    }
     expect_cm_event(l.cm.channel.get(), RDMA_CM_EVENT_ESTABLISHED, args.timeout_s, "the receiver to accept", peer);
     info("connected to %s", peer.c_str());
 }
@@ -639,9 +660,9 @@ void run(const Args &args, const RogueOptions &opt)
     }
     try {
         if (sender) {
-            connect_to_receiver(l, args, opt.lie->lie == Lie::knock);
             if (opt.lie->lie == Lie::knock)
-                return;
+                return knock(args, opt.knocks);
+            connect_to_receiver(l, args);
             sender_lies(l, opt.lie->lie);
         } else {
             accept_sender(l, args);
@@ -701,6 +722,8 @@ int main(int argc, char **argv)
              }
              opt.digest = d;
          }},
+        {"knocks", "N", "how many connection requests knock sends, one after the other", "1",
+         [&opt](const std::string &v) { opt.knocks = parse_number("--knocks", v, 1, 1000000); }},
     };
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });
 }
