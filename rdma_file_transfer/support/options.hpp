@@ -34,13 +34,13 @@ struct SenderOptions {
 
 /** @brief The receiver's flags. */
 struct ReceiverOptions {
-    std::string out;                       ///< -o PATH|DIR (required: no silent default into the working directory)
-    int deadline_s = default_deadline_s;   ///< --deadline
-    std::optional<std::string> keys_file;  ///< --keys (none: every ID gets a receipt)
-    bool force = false;                    ///< --force
-    std::uint32_t slots = 4;               ///< --slots
-    std::uint32_t chunk = 1 << 20;         ///< --chunk
-    std::optional<std::uint64_t> max_size; ///< --max-size (none: only the free space bounds an offer)
+    std::string out;                      ///< -o PATH|DIR (required: no silent default into the working directory)
+    int deadline_s = default_deadline_s;  ///< --deadline
+    std::optional<std::string> keys_file; ///< --keys (none: every ID gets a receipt)
+    bool force = false;                   ///< --force
+    std::uint32_t slots = 4;              ///< --slots
+    std::uint32_t chunk = 1 << 20;        ///< --chunk
+    std::uint64_t max_size = UINT64_MAX;  ///< --max-size (by default only the free space bounds an offer)
 };
 
 /** @brief --deadline, the same on both sides: seconds the whole transfer may last (-t bounds each wait).

@@ -131,11 +131,11 @@ public:
     }
     /** @brief Refuse an offer of @p length bytes that --max-size (@p max_size) forbids or the file
      *  system has no room for, before a byte is written. @throws Error naming both figures */
-    void check_room(std::uint64_t length, std::optional<std::uint64_t> max_size) const
+    void check_room(std::uint64_t length, std::uint64_t max_size) const
     {
         const std::string offer = "the offer is " + std::to_string(length) + " bytes";
-        if (max_size && length > *max_size)
-            throw Error(offer + "; --max-size is " + std::to_string(*max_size),
+        if (length > max_size)
+            throw Error(offer + "; --max-size is " + std::to_string(max_size),
                         "send a smaller file, or raise the receiver's --max-size");
         struct statvfs fs {};
         if (fstatvfs(fd_, &fs) != 0)
