@@ -195,9 +195,12 @@ def line_of(time_ms, name, details, forward, head):
 def write_json(path, a, header, packets):
     about = record.scenario(a.sample, a.title, a.provider, (a.requester_name, a.requester),
                             (a.responder_name, a.responder))
-    with open(path, "w") as f:
-        json.dump(record.document(about, header, packets), f, indent=1)
-        f.write("\n")
+    try:
+        with open(path, "w") as f:
+            json.dump(record.document(about, header, packets), f, indent=1)
+            f.write("\n")
+    except OSError as e:
+        sys.exit(f"ladder: cannot write {path}: {e.strerror}")
 
 
 def main():

@@ -11,6 +11,8 @@ tshark gave goes in: a field that is missing or unreadable is left out, never gu
 import json
 import re
 
+from fields import raw_bytes
+
 FORMAT = "rdma-samples trace"
 VERSION = 1
 
@@ -37,19 +39,25 @@ SPANS = {
 # JavaScript reads a JSON number as a double: an integer above 2^53 - 1 (a 64-bit address, offset or
 # atomic operand) stays exact only as text, so it is written as "0x..." instead.
 SAFE_INTEGER = 2**53 - 1
+# The fields that are bytes: tshark prints some with colons and some without ("00000000" is four bytes,
+# not the number 0), so they are named. Any other field of colon-separated hex bytes is bytes too.
+BYTES_FIELDS = {"data.data", "infiniband.immdt", "iwarp_mpa.key.req", "iwarp_mpa.key.rep", "iwarp_mpa.privatedata"}
 BYTES = re.compile(r"[0-9a-fA-F]{2}(:[0-9a-fA-F]{2})+")
 
 
-def value(text):
-    """One tshark field as JSON: an integer, true/false, bytes as plain hex, or the text as tshark gave it;
-    None for an empty field."""
+def value(text, is_bytes=False):
+    """One tshark field as JSON: an integer, true/false, bytes (IS_BYTES, or hex with colons) as plain
+    hex, or the text as tshark gave it; None for an empty field, or bytes that are not hex."""
     text = text.split(",")[0].strip()
     if not text:
         return None
+    if is_bytes or BYTES.fullmatch(text):
+        try:
+            return raw_bytes(text).hex()
+        except ValueError:
+            return None
     if text in ("True", "False"):
         return text == "True"
-    if BYTES.fullmatch(text):
-        return text.replace(":", "").lower()
     try:
         n = int(text, 16) if text.lower().startswith("0x") else int(text)
     except ValueError:
@@ -63,7 +71,7 @@ def headers(row):
     grouped = {}
     for field, text in row.items():
         header, key = header_of(field)
-        v = value(text or "")
+        v = value(text or "", field in BYTES_FIELDS)
         if header is not None and v is not None:
             grouped.setdefault(header, {})[key] = v
     order = [name for _, name in HEADERS]  # as they follow each other on the wire
@@ -91,12 +99,13 @@ def transport(row):
     return "TCP"
 
 
-def first_of(row, fields):
-    """{name: value} of the fields present: the few a reader looks for first (QP and PSN, or TCP's numbers)."""
+def numbers_of(row, fields):
+    """{name: number} of the FIELDS (name, tshark field) that hold one: the few a reader looks for first
+    (QP and PSN, or TCP's numbers), absent rather than anything else."""
     found = {}
     for name, field in fields:
         v = value(row.get(field) or "")
-        if v is not None:
+        if isinstance(v, int) and not isinstance(v, bool):
             found[name] = v
     return found
 
@@ -108,11 +117,11 @@ def packet(row, time_ms, name, details, line, forward, raw=None):
     record = {"frame": value(row.get("frame.number") or ""), "time_ms": time_ms,
               "from": "requester" if forward else "responder", "to": "responder" if forward else "requester",
               "transport": transport(row), "opcode": name}
-    record.update(first_of(row, [("qp", "infiniband.bth.destqp"), ("psn", "infiniband.bth.psn"),
+    record.update(numbers_of(row, [("qp", "infiniband.bth.destqp"), ("psn", "infiniband.bth.psn"),
                                  ("seq", "tcp.seq"), ("ack", "tcp.ack")]))
     record["details"] = list(details)
     record["headers"] = headers(row)
-    payload = value(row.get("data.data") or "")
+    payload = value(row.get("data.data") or "", is_bytes=True)
     if payload is not None:
         record["payload"] = payload
     if raw:
