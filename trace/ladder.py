@@ -67,6 +67,7 @@ FIELDS = ["frame.time_relative", "frame.number", "ip.src", "ip.dst", "infiniband
           "infiniband.bth.tver", "infiniband.bth.p_key", "infiniband.invariant.crc", "infiniband.mad.mgmtclass",
           "infiniband.mad.method", "infiniband.mad.transactionid"]
 FILTER = "infiniband or igmp"
+WIDTH = 36  # of the arrow between the two sides
 # IGMP (RFC 3376): a multicast receiver's kernel reports the group it joined or left (rdma_multicast).
 IGMP_TYPES = {0x16: "IGMPv2 Membership Report", 0x17: "IGMPv2 Leave Group", 0x22: "IGMPv3 Membership Report"}
 
@@ -163,10 +164,15 @@ def describe(row, seen):
 
 def tshark_frames(pcap, display_filter):
     """The same packets as tshark_rows(), as tshark's JSON with every field's bytes (-x): what the records
-    of --json take the frame's bytes and the headers' places from. Empty text if tshark fails."""
+    of --json take the frame's bytes and the headers' places from. Empty text if tshark fails (said on
+    stderr: the records then carry no bytes)."""
     cmd = ["tshark", "-r", pcap, "-Y", display_filter, "-T", "json", "-x"]
     res = subprocess.run(cmd, capture_output=True, text=True)
-    return res.stdout if res.returncode == 0 else ""
+    if res.returncode != 0:
+        print(f"ladder: tshark -T json -x could not read {pcap}; the records have no bytes: {res.stderr.strip()}",
+              file=sys.stderr)
+        return ""
+    return res.stdout
 
 
 def head_of(row, a):
@@ -183,12 +189,11 @@ def head_of(row, a):
 
 def line_of(time_ms, name, details, forward, head):
     """One line of the ladder: time, the arrow between the two sides with the opcode on it, then the fields."""
-    width = 36
     label = f" {name} "
     if forward:
-        arrow = "|--" + label + "-" * max(1, width - len(label) - 3) + ">|"
+        arrow = "|--" + label + "-" * max(1, WIDTH - len(label) - 3) + ">|"
     else:
-        arrow = "|<-" + label + "-" * max(1, width - len(label) - 3) + "-|"
+        arrow = "|<-" + label + "-" * max(1, WIDTH - len(label) - 3) + "-|"
     return f"{time_ms:7.3f} ms  {arrow}  {head}" + (f"  {'; '.join(details)}" if details else "")
 
 
@@ -222,7 +227,7 @@ def main():
     raw = record.frames(tshark_frames(a.pcap, iwarp.FILTER if a.iwarp else FILTER)) if a.json else {}
     seen = {}
     left = f"{a.requester_name} {a.requester}"
-    header = f"{'time':>10}  {left:<{36 + 3}} {a.responder_name} {a.responder}"
+    header = f"{'time':>10}  {left:<{WIDTH + 3}} {a.responder_name} {a.responder}"
     if not a.opcodes:
         print(header)
     t0 = None
