@@ -6,9 +6,9 @@
         writes OUT/N/ (N from 1): responder.cmd and requester.cmd (each argument followed by a NUL),
         the flag files the VMs look for (spoil, kill, cm, netem, lose) and names (for the report); prints
         how many scenarios there are
-    host.py report OUT [--opcodes] [-v] [--batch]
+    host.py report OUT [--opcodes] [-v] [--batch] [--json PATH]
         after the VMs ran: OUT/N/report.txt for each scenario (the ladder, or only its opcodes), printed
-        unless --batch
+        unless --batch; with --json, the ladder as data too: into PATH, or with --batch PATH/N.json
 
 trace/trace wires the processes (the two VMs, tcpdump, the programs); the pairs come from
 tests/pairs.bash. Exit status: 2 on a bad scenario (a bad command line), 1 when something is missing.
@@ -240,17 +240,22 @@ def counters(path):
     return values
 
 
-def ladder(d, opcodes, names=None):
+def ladder(d, opcodes, names=None, json_path=None):
+    """Scenario D's ladder as text (only its opcodes with OPCODES); with JSON_PATH, also as data there."""
+    which = provider(os.path.dirname(d))
     cmd = [sys.executable, os.path.join(HERE, "ladder.py")] + (["--opcodes"] if opcodes else []) + \
-          (["--iwarp"] if provider(os.path.dirname(d)) == "siw" else []) + \
+          (["--iwarp"] if which == "siw" else []) + \
           [os.path.join(d, "trace.pcap"), "--requester", CLIENT, "--responder", SERVER]
     if names:
         cmd += ["--requester-name", names[1], "--responder-name", names[0]]
+    if json_path:
+        title = read(os.path.join(d, "names")).splitlines()[2:3] or [""]
+        cmd += ["--json", json_path, "--provider", which, "--title", title[0], "--sample", title[0].split(" ")[0]]
     return subprocess.run(cmd, stdout=subprocess.PIPE, text=True).stdout
 
 
-def report(d, verbose):
-    """What one scenario printed, as the learner reads it."""
+def report(d, verbose, json_path=None):
+    """What one scenario printed, as the learner reads it (and with JSON_PATH, its ladder as data there)."""
     names = read(os.path.join(d, "names")).splitlines()
     text = []
     for who in ("responder", "requester"):
@@ -268,7 +273,7 @@ def report(d, verbose):
             failed = next((line for line in lines if "failed" in line), last)
             text.append(f"{who}: exit status {rc}: {failed}\n")
     text.append("\n")
-    text.append(ladder(d, False, names))
+    text.append(ladder(d, False, names, json_path))
     if provider(os.path.dirname(d)) == "siw":
         text.append("\nsiw counters: none (siw has no hw_counters; TCP's are in nstat inside the VMs)\n")
     else:
@@ -293,13 +298,26 @@ def report(d, verbose):
     return "".join(text)
 
 
-def report_all(out, opcodes, verbose, batch):
+def json_path_of(d, json_path, batch):
+    """Where scenario D's ladder goes as data: JSON_PATH itself, or in a batch JSON_PATH/N.json; None if not asked."""
+    if not json_path or not batch:
+        return json_path
+    os.makedirs(json_path, exist_ok=True)
+    return os.path.join(json_path, os.path.basename(d) + ".json")
+
+
+def report_all(out, opcodes, verbose, batch, json_path=None):
     folders = scenarios(out)
     for d in folders:
         pcap = os.path.join(d, "trace.pcap")
         if not os.path.exists(pcap) or os.path.getsize(pcap) == 0:
             die(f"no capture in {d} (see {out}/host-a.log)")
-        text = ladder(d, True) if opcodes else report(d, verbose)
+        where = json_path_of(d, json_path, batch)
+        if where and os.path.exists(where):
+            os.remove(where)  # (an earlier run's document must not pass for this one's)
+        text = ladder(d, True, json_path=where) if opcodes else report(d, verbose, where)
+        if where and not os.path.exists(where):
+            die(f"could not write {where} (ladder.py says why, above)")
         with open(os.path.join(d, "report.txt"), "w") as f:
             f.write(text)
         if not batch:
@@ -325,8 +343,9 @@ def main():
     ap.add_argument("--opcodes", action="store_true")
     ap.add_argument("-v", dest="verbose", action="store_true")
     ap.add_argument("--batch", action="store_true")
+    ap.add_argument("--json", metavar="PATH")
     a = ap.parse_args()
-    report_all(a.out, a.opcodes, a.verbose, a.batch)
+    report_all(a.out, a.opcodes, a.verbose, a.batch, a.json)
     return 0
 
 

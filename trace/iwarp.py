@@ -23,7 +23,7 @@ RDMAP_OPCODES = {
 # DDP's untagged queues (RFC 5040 section 5).
 QUEUES = {0: "receive queue", 1: "READ request queue", 2: "terminate queue"}
 
-FIELDS = ["frame.time_relative", "ip.src", "ip.dst", "tcp.srcport", "tcp.dstport", "tcp.len", "tcp.flags.syn",
+FIELDS = ["frame.time_relative", "frame.number", "ip.src", "ip.dst", "tcp.srcport", "tcp.dstport", "tcp.len", "tcp.flags.syn",
           "tcp.flags.ack", "tcp.flags.fin", "tcp.flags.reset", "tcp.analysis.retransmission",
           "tcp.analysis.duplicate_ack", "iwarp_mpa.key.req", "iwarp_mpa.key.rep", "iwarp_mpa.marker_flag",
           "iwarp_mpa.crc_flag", "iwarp_mpa.rej_flag", "iwarp_mpa.rev", "iwarp_mpa.pdlength", "iwarp_mpa.privatedata",
@@ -31,7 +31,10 @@ FIELDS = ["frame.time_relative", "ip.src", "ip.dst", "tcp.srcport", "tcp.dstport
           "iwarp_ddp.tagged_offset", "iwarp_ddp.qn", "iwarp_ddp.msn", "iwarp_ddp.mo", "iwarp_rdma.sinkstag",
           "iwarp_rdma.sinkto", "iwarp_rdma.rdmardsz", "iwarp_rdma.srcstag", "iwarp_rdma.srcto",
           "iwarp_rdma.inval_stag", "iwarp_rdma.term_layer", "iwarp_rdma.term_etype", "iwarp_rdma.term_errcode",
-          "data.data"]
+          "data.data",
+          # not in the lines, only in the records of --json (record.py)
+          "tcp.seq", "tcp.ack", "tcp.window_size", "iwarp_mpa.ulpdulength", "iwarp_mpa.crc", "iwarp_ddp.dv",
+          "iwarp_rdma.version"]
 FILTER = "tcp"
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Print the RoCE v2 (or, with --iwarp, iWARP) packets of a capture as a ladder a learner can read.
 
-    trace/ladder.py CAPTURE.pcap --requester ADDR --responder ADDR [--opcodes] [--iwarp]
+    trace/ladder.py CAPTURE.pcap --requester ADDR --responder ADDR [--opcodes] [--iwarp] [--json FILE]
 
 tshark decodes every header (Wireshark's InfiniBand dissector: BTH, RETH, AETH, AtomicETH, ImmDt,
 DETH, the CM's MADs); this script only lays the fields out: one line per packet, the time since the first one, the
@@ -9,13 +9,16 @@ direction as an arrow between the two sides, the opcode, the destination QP and 
 fields that matter for that opcode, with the AETH syndrome spelled out (ACK, RNR NAK and its timer,
 NAK and its reason) and a UD datagram's DETH (the Q_Key it carries, the QP that sent it). A request whose PSN was already seen on that QP is marked as a retransmission.
 
---opcodes prints only "DIRECTION OPCODE" per packet (what the tests compare).
+--opcodes prints only "DIRECTION OPCODE" per packet (what the tests compare). --json FILE also writes
+the ladder as data, one record per line with the headers and the frame's bytes (record.py).
 """
 import argparse
+import json
 import subprocess
 import sys
 
 import iwarp
+import record
 from fields import number, preview, raw_bytes
 
 # IBTA vol. 1, 9.2 (base transport header): the opcodes of the RC and UD transports.
@@ -48,7 +51,7 @@ RNR_TIMER_MS = [655.36, 0.01, 0.02, 0.03, 0.04, 0.06, 0.08, 0.12, 0.16, 0.24, 0.
                 1.92, 2.56, 3.84, 5.12, 7.68, 10.24, 15.36, 20.48, 30.72, 40.96, 61.44, 81.92, 122.88,
                 163.84, 245.76, 327.68, 491.52]
 
-FIELDS = ["frame.time_relative", "ip.src", "ip.dst", "infiniband.bth.opcode", "infiniband.bth.destqp",
+FIELDS = ["frame.time_relative", "frame.number", "ip.src", "ip.dst", "infiniband.bth.opcode", "infiniband.bth.destqp",
           "infiniband.bth.psn", "infiniband.bth.a", "infiniband.bth.se", "infiniband.reth.va",
           "infiniband.reth.r_key", "infiniband.reth.dmalen", "infiniband.aeth.syndrome",
           "infiniband.aeth.msn", "infiniband.atomiceth.swapdt", "infiniband.atomiceth.cmpdt",
@@ -58,7 +61,13 @@ FIELDS = ["frame.time_relative", "ip.src", "ip.dst", "infiniband.bth.opcode", "i
           "infiniband.cm.req.retrcount", "infiniband.cm.req.rnrretrcount", "infiniband.cm.rep.localqpn",
           "infiniband.cm.rep.startpsn", "infiniband.cm.rep.respres", "infiniband.cm.rep.initdepth",
           "infiniband.cm.rej.reason", "infiniband.deth.q_key", "infiniband.deth.srcqp", "igmp.type", "igmp.maddr",
-          "igmp.record_type"]
+          "igmp.record_type",
+          # not in the lines, only in the records of --json: what else the headers carry
+          "ip.dsfield.dscp", "ip.dsfield.ecn", "ip.ttl", "udp.srcport", "udp.dstport", "infiniband.bth.m",
+          "infiniband.bth.tver", "infiniband.bth.p_key", "infiniband.invariant.crc", "infiniband.mad.mgmtclass",
+          "infiniband.mad.method", "infiniband.mad.transactionid"]
+FILTER = "infiniband or igmp"
+WIDTH = 36  # of the arrow between the two sides
 # IGMP (RFC 3376): a multicast receiver's kernel reports the group it joined or left (rdma_multicast).
 IGMP_TYPES = {0x16: "IGMPv2 Membership Report", 0x17: "IGMPv2 Leave Group", 0x22: "IGMPv3 Membership Report"}
 
@@ -75,7 +84,7 @@ def syndrome(s, msn):
     return f"syndrome 0x{s:02x}"
 
 
-def tshark_rows(pcap, fields=FIELDS, display_filter="infiniband or igmp"):
+def tshark_rows(pcap, fields=FIELDS, display_filter=FILTER):
     cmd = ["tshark", "-r", pcap, "-Y", display_filter, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
     for f in fields:
         cmd += ["-e", f]
@@ -153,6 +162,52 @@ def describe(row, seen):
     return name, details
 
 
+def tshark_frames(pcap, display_filter):
+    """The same packets as tshark_rows(), as tshark's JSON with every field's bytes (-x): what the records
+    of --json take the frame's bytes and the headers' places from. Empty text if tshark fails (said on
+    stderr: the records then carry no bytes)."""
+    cmd = ["tshark", "-r", pcap, "-Y", display_filter, "-T", "json", "-x"]
+    res = subprocess.run(cmd, capture_output=True, text=True)
+    if res.returncode != 0:
+        print(f"ladder: tshark -T json -x could not read {pcap}; the records have no bytes: {res.stderr.strip()}",
+              file=sys.stderr)
+        return ""
+    return res.stdout
+
+
+def head_of(row, a):
+    """What the line says after the arrow: the destination QP and the PSN, a TCP connection's ports, a group."""
+    if a.iwarp:  # a TCP connection: the ports say which one
+        return f"TCP {row['tcp.srcport']} > {row['tcp.dstport']}"
+    if row.get("igmp.type"):
+        return f"to {row['ip.dst']}"
+    head = f"QP 0x{number(row['infiniband.bth.destqp']):06x} PSN 0x{number(row['infiniband.bth.psn']):06x}"
+    if row["ip.dst"] not in (a.requester, a.responder):  # a multicast group (224.0.0.0/4), not a host
+        head = f"to group {row['ip.dst']} {head}"
+    return head
+
+
+def line_of(time_ms, name, details, forward, head):
+    """One line of the ladder: time, the arrow between the two sides with the opcode on it, then the fields."""
+    label = f" {name} "
+    if forward:
+        arrow = "|--" + label + "-" * max(1, WIDTH - len(label) - 3) + ">|"
+    else:
+        arrow = "|<-" + label + "-" * max(1, WIDTH - len(label) - 3) + "-|"
+    return f"{time_ms:7.3f} ms  {arrow}  {head}" + (f"  {'; '.join(details)}" if details else "")
+
+
+def write_json(path, a, header, packets):
+    about = record.scenario(a.sample, a.title, a.provider, (a.requester_name, a.requester),
+                            (a.responder_name, a.responder))
+    try:
+        with open(path, "w") as f:
+            json.dump(record.document(about, header, packets), f, indent=1)
+            f.write("\n")
+    except OSError as e:
+        sys.exit(f"ladder: cannot write {path}: {e.strerror}")
+
+
 def main():
     ap = argparse.ArgumentParser(description="Print a RoCE v2 capture as a packet ladder.")
     ap.add_argument("pcap")
@@ -162,15 +217,21 @@ def main():
     ap.add_argument("--responder-name", default="responder")
     ap.add_argument("--opcodes", action="store_true", help="only DIRECTION OPCODE, one line per packet")
     ap.add_argument("--iwarp", action="store_true", help="the capture is iWARP (TCP, MPA, DDP, RDMAP), not RoCE v2")
+    ap.add_argument("--json", metavar="FILE", help="also write the ladder as data: one JSON document (trace/README.md)")
+    ap.add_argument("--sample", help="with --json: the sample's name, for the document's scenario")
+    ap.add_argument("--title", help="with --json: the scenario as the report names it")
+    ap.add_argument("--provider", help="with --json: rxe, siw, or the NIC's driver")
     a = ap.parse_args()
 
     rows = list(tshark_rows(a.pcap, iwarp.FIELDS, iwarp.FILTER) if a.iwarp else tshark_rows(a.pcap))
+    raw = record.frames(tshark_frames(a.pcap, iwarp.FILTER if a.iwarp else FILTER)) if a.json else {}
     seen = {}
-    width = 36
+    left = f"{a.requester_name} {a.requester}"
+    header = f"{'time':>10}  {left:<{WIDTH + 3}} {a.responder_name} {a.responder}"
     if not a.opcodes:
-        left = f"{a.requester_name} {a.requester}"
-        print(f"{'time':>10}  {left:<{width + 3}} {a.responder_name} {a.responder}")
+        print(header)
     t0 = None
+    packets = []
     for row in rows:
         t = float(row["frame.time_relative"] or 0)
         t0 = t if t0 is None else t0
@@ -178,23 +239,19 @@ def main():
         forward = row["ip.src"] == a.requester
         if a.opcodes:
             print(("->" if forward else "<-") + " " + name)
+        if a.opcodes and not a.json:
             continue
-        if a.iwarp:  # a TCP connection: the ports say which one
-            head = f"TCP {row['tcp.srcport']} > {row['tcp.dstport']}"
-        elif row.get("igmp.type"):
-            head = f"to {row['ip.dst']}"
-        else:
-            head = f"QP 0x{number(row['infiniband.bth.destqp']):06x} PSN 0x{number(row['infiniband.bth.psn']):06x}"
-            if row["ip.dst"] not in (a.requester, a.responder):  # a multicast group (224.0.0.0/4), not a host
-                head = f"to group {row['ip.dst']} {head}"
-        label = f" {name} "
-        if forward:
-            arrow = "|--" + label + "-" * max(1, width - len(label) - 3) + ">|"
-        else:
-            arrow = "|<-" + label + "-" * max(1, width - len(label) - 3) + "-|"
-        print(f"{(t - t0) * 1000:7.3f} ms  {arrow}  {head}" + (f"  {'; '.join(details)}" if details else ""))
+        line = line_of((t - t0) * 1000, name, details, forward, head_of(row, a))
+        if not a.opcodes:
+            print(line)
+        if a.json:
+            time_ms = float(f"{(t - t0) * 1000:.3f}")  # as the line prints it
+            packets.append(record.packet(row, time_ms, name, details, line, forward,
+                                         raw.get(record.value(row.get("frame.number") or ""))))
     if not rows and not a.opcodes:
         print("(no iWARP packets captured)" if a.iwarp else "(no RoCE v2 packets captured)")
+    if a.json:
+        write_json(a.json, a, header, packets)
 
 
 if __name__ == "__main__":
