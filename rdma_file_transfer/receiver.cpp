@@ -21,6 +21,9 @@
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/run_sample.hpp>
 
+#include <cerrno>
+#include <cstring>
+
 using namespace rdma_samples;
 using namespace rdma_file_transfer;
 
@@ -63,6 +66,18 @@ void run(const Args &args, const ReceiverOptions &opt)
     auto *msgs = reinterpret_cast<ControlMessage *>(messages.data());
     MrPtr ring_mr, msg_mr;
     CmQp qp;
+    // A sender that gives up before the connection is up (its REJ, an error) leaves nobody to serve:
+    // what was made for it goes, in reverse, and we listen again, within the same -t.
+    auto forget_sender = [&](const std::string &why) {
+        info("the sender gave up before the connection was up (%s); listening again", why.c_str());
+        qp.reset(nullptr);
+        msg_mr.reset();
+        ring_mr.reset();
+        cq.reset();
+        channel.reset();
+        pd.reset();
+        id.reset();
+    };
     //! [accept]
     for (const Deadline deadline(args.timeout_s);;) {
         // The clock first: a stream of connection requests must not keep this wait open past -t.
@@ -72,7 +87,13 @@ void run(const Args &args, const ReceiverOptions &opt)
         check_rc(rdma_get_cm_event(listener.channel.get(), &raw), "rdma_get_cm_event");
         CmEventPtr ev(raw);
         if (ev->event == RDMA_CM_EVENT_ESTABLISHED && ev->id == id.get())
-            break; // the sender's RTU: connected
+            break;                      // the sender's RTU: connected
+        if (id && ev->id == id.get()) { // REJECTED, CONNECT_ERROR, DISCONNECTED...: the sender is gone
+            const std::string why = cm_event_name(ev->event);
+            ev.reset(); // acknowledged before its cm_id goes
+            forget_sender(why);
+            continue;
+        }
         if (ev->event != RDMA_CM_EVENT_CONNECT_REQUEST)
             throw Error("RDMA CM: " + cm_event_name(ev->event) + " before the connection was up",
                         "check the sender's output");
@@ -96,11 +117,15 @@ void run(const Args &args, const ReceiverOptions &opt)
         msg_mr.reset(
             check(ibv_reg_mr(pd.get(), messages.data(), messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
         ibv_qp_init_attr init = qp_init_attr(cq.get(), send_depth, recv_depth);
-        check_rc(rdma_create_qp(id.get(), pd.get(), &init), "rdma_create_qp");
+        if (rdma_create_qp(id.get(), pd.get(), &init) != 0) { // (a request already given up: EINVAL)
+            forget_sender(std::string("rdma_create_qp: ") + std::strerror(errno));
+            continue;
+        }
         qp.reset(id.get());
         post_receives(id->qp, recv_depth, msgs, msg_mr->lkey); // before the sender can SEND
         rdma_conn_param param = cm_conn_param(id->qp);
-        check_rc(rdma_accept(id.get(), &param), "rdma_accept"); // librdmacm moves our QP to RTR and RTS
+        if (rdma_accept(id.get(), &param) != 0)                                 // librdmacm moves our QP to RTR and RTS
+            forget_sender(std::string("rdma_accept: ") + std::strerror(errno)); // (its REJ came first: EINVAL)
     }
     //! [accept]
     info("connected to %s", addr_to_string(rdma_get_peer_addr(id.get())).c_str());

@@ -452,6 +452,21 @@ killed_midway() {
     assert_equal "$(ls -A "$OUT")" ""
 }
 
+@test "rdma_file_transfer: a sender that gives up before the connection is up leaves the receiver listening for the next" {
+    random_file f 5000
+    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
+    wait_for_line receiver "listening on port"
+    run "$BUILD/tests/rogue/rogue_file_peer" --role sender --lie knock -sa "$CM_ADDR" -lp "$PORT" -t 5
+    assert_success
+    wait_for_line receiver "the sender gave up before the connection was up" || fail "$(cat "$BATS_TEST_TMPDIR/receiver.out")"
+    run "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
+    assert_success
+    wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")" || fail "the receiver failed: $(cat "$BATS_TEST_TMPDIR/receiver.out")"
+    cmp "$IN/f" "$OUT/f"
+    grep -E "^ +the sender gave up before the connection was up \((RDMA_CM_EVENT_[A-Z_]+|rdma_(accept|create_qp): .*)\); listening again$" \
+        "$BATS_TEST_TMPDIR/receiver.out"
+}
+
 @test "rdma_file_transfer: a sender started before its receiver tries again until it listens" {
     random_file f 5000
     start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
