@@ -4,6 +4,7 @@
 #include <rdma_samples/run_sample.hpp>
 
 #include <cstdio>
+#include <string>
 
 namespace rdma_samples {
 
@@ -16,6 +17,16 @@ int usage_error(const ProgramSpec &spec, const UsageError &e)
     if (!e.hint().empty())
         std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
     return 2;
+}
+
+/** "<role>: step N failed: WHAT" (@p how " failed"), or "<role>: step N: warning: WHAT" (@p how
+ *  ": warning"), then the hint, if any, on stderr, after what stdout holds. */
+void report_step(const ProgramSpec &spec, const char *how, const char *what, const std::string &hint = {})
+{
+    std::fflush(stdout);
+    std::fprintf(stderr, "%s: step %d%s: %s\n", spec.role.c_str(), current_step(), how, what);
+    if (!hint.empty())
+        std::fprintf(stderr, "hint: %s\n", hint.c_str());
 }
 
 } // namespace
@@ -40,21 +51,14 @@ int run_sample(const ProgramSpec &spec, int argc, char **argv, const std::functi
     } catch (const UsageError &e) {
         return usage_error(spec, e); // a value only the device could refuse
     } catch (const DoneWithWarning &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: step %d: warning: %s\n", spec.role.c_str(), current_step(), e.what());
-        if (!e.hint().empty())
-            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+        report_step(spec, ": warning", e.what(), e.hint());
         std::fprintf(stderr, "done, and it stands: %s\n", e.stands().c_str());
         result("Sample finished with a warning");
         return 3;
     } catch (const Error &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
-        if (!e.hint().empty())
-            std::fprintf(stderr, "hint: %s\n", e.hint().c_str());
+        report_step(spec, " failed", e.what(), e.hint());
     } catch (const std::exception &e) {
-        std::fflush(stdout);
-        std::fprintf(stderr, "%s: step %d failed: %s\n", spec.role.c_str(), current_step(), e.what());
+        report_step(spec, " failed", e.what());
     }
     result("Sample finished with errors");
     return 1;
