@@ -308,14 +308,28 @@ wait_for_line() {
     return 1
 }
 
+# listening SECONDS [RECEIVER_ARGS...]: the receiver (-t SECONDS, a ring of SLOTS x CHUNK into $OUT) in
+# the background (start_side), once it listens.
+listening() {
+    local seconds=$1
+    shift
+    start_side receiver "$RECEIVER" -lp "$PORT" -t "$seconds" -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK" "$@"
+    wait_for_line receiver "listening on port"
+}
+
+# chunks_flowing SECONDS PAUSE_MS: listening, and the sender of $IN/f (-t SECONDS, a pause of PAUSE_MS
+# after each chunk) in the background too, once the receiver takes chunks (its step 4).
+chunks_flowing() {
+    listening "$1"
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=$2 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t "$1" "$IN/f"
+    wait_for_line receiver "step 4:"
+}
+
 # killed_midway VICTIM: start both sides (8 chunks, a pause after each), kill VICTIM once chunks flow;
 # the survivor's exit status and output in $peer_status, $peer_output.
 killed_midway() {
     random_file f $((8 * CHUNK))
-    start_side receiver "$RECEIVER" -lp "$PORT" -t 8 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
-    wait_for_line receiver "listening on port"
-    RDMA_SAMPLES_TEST_FILE_FAULT=pause=500 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 8 "$IN/f"
-    wait_for_line receiver "step 4:"
+    chunks_flowing 8 500
     sleep 0.5
     kill -9 "$(cat "$BATS_TEST_TMPDIR/$1.pid")"
     local survivor=sender start=$SECONDS
@@ -356,10 +370,7 @@ killed_midway() {
 
 @test "rdma_file_transfer: a second sender while one is served is turned away; the first finishes" {
     random_file f $((8 * CHUNK))
-    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
-    wait_for_line receiver "listening on port"
-    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
-    wait_for_line receiver "step 4:"
+    chunks_flowing 20 300
     run -1 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 5 "$IN/f"
     assert_line --regexp "^sender: step 2 failed: RDMA CM: RDMA_CM_EVENT_REJECTED \(status 28\) from "
     assert_output --partial '"one sender at a time: another is being served"' # the REJ's reason, quoted
@@ -370,10 +381,7 @@ killed_midway() {
 
 @test "rdma_file_transfer: a request given up before the receiver could refuse it costs the served sender nothing" {
     random_file f $((8 * CHUNK))
-    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
-    wait_for_line receiver "listening on port"
-    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
-    wait_for_line receiver "step 4:"
+    chunks_flowing 20 300
     # The receiver stopped, a third party's request arrives and is given up (its REJ) before the receiver
     # can answer it; then the receiver goes on and meets the request, already dead.
     kill -STOP "$(cat "$BATS_TEST_TMPDIR/receiver.pid")"
@@ -391,8 +399,7 @@ killed_midway() {
 
 @test "rdma_file_transfer: a second sender while the receiver waits for the first to disconnect is turned away; both finish" {
     random_file f 5000
-    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
-    wait_for_line receiver "listening on port"
+    listening 20
     # the sender stops itself before it disconnects (step 8): the receiver, file kept, is at its step 7
     RDMA_SAMPLES_STOP_AT_STEP=8 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f"
     wait_for_line receiver "step 7:"
@@ -407,8 +414,7 @@ killed_midway() {
 @test "rdma_file_transfer: a failure after the file is kept is a warning that says what stands (exit 3)" {
     random_file f 5000
     # The receiver stops itself at step 7, its answer sent: the sender's disconnect gets no answer.
-    RDMA_SAMPLES_STOP_AT_STEP=7 start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
-    wait_for_line receiver "listening on port"
+    RDMA_SAMPLES_STOP_AT_STEP=7 listening 20
     run -3 "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 3 "$IN/f"
     assert_line "sender: step 8: warning: timed out after 3 s waiting for the disconnect"
     assert_line "done, and it stands: the receiver verified the file, and its answer came"
@@ -419,8 +425,7 @@ killed_midway() {
     # The other way round: the sender stops before it disconnects (step 8), the receiver waits -t for it.
     rm "$OUT/f"
     PORT=$((PORT + 1))
-    start_side receiver "$RECEIVER" -lp "$PORT" -t 3 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
-    wait_for_line receiver "listening on port"
+    listening 3
     RDMA_SAMPLES_STOP_AT_STEP=8 start_side sender "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 3 "$IN/f"
     local receiver_status=0
     wait "$(cat "$BATS_TEST_TMPDIR/receiver.pid")" || receiver_status=$?
@@ -454,8 +459,7 @@ killed_midway() {
 
 @test "rdma_file_transfer: a sender that gives up before the connection is up leaves the receiver listening for the next" {
     random_file f 5000
-    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 -o "$OUT" --slots "$SLOTS" --chunk "$CHUNK"
-    wait_for_line receiver "listening on port"
+    listening 20
     run "$BUILD/tests/rogue/rogue_file_peer" --role sender --lie knock -sa "$CM_ADDR" -lp "$PORT" -t 5
     assert_success
     wait_for_line receiver "the sender gave up before the connection was up" || fail "$(cat "$BATS_TEST_TMPDIR/receiver.out")"
