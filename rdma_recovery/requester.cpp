@@ -67,16 +67,21 @@ void run(const Args &args, const RequesterOptions &opt)
 
     //! [post]
     // Post @p writes at once, each into its own slot, each signaled: every completion says what became of
-    // its WRITE. WRITE #wrong_rkey_at, if any, carries a key the responder never handed out.
+    // its WRITE. One ibv_post_send() takes them all, a chain linked by `next`: the device holds every one
+    // before it sends the first. WRITE #wrong_rkey_at, if any, carries a key the responder never handed out.
     auto post_writes = [&](const std::vector<int> &writes, std::optional<int> wrong_rkey_at) {
-        for (int i : writes) {
-            ibv_sge sge{.addr = reinterpret_cast<std::uintptr_t>(buf.data() + (i - 1) * slot_size),
-                        .length = static_cast<std::uint32_t>(slot_text(i).size()),
-                        .lkey = mr->lkey};
-            ibv_send_wr wr{};
+        std::vector<ibv_sge> sges(writes.size());
+        std::vector<ibv_send_wr> wrs(writes.size());
+        for (std::size_t n = 0; n < writes.size(); ++n) {
+            const int i = writes[n];
+            sges[n] = {.addr = reinterpret_cast<std::uintptr_t>(buf.data() + (i - 1) * slot_size),
+                       .length = static_cast<std::uint32_t>(slot_text(i).size()),
+                       .lkey = mr->lkey};
+            ibv_send_wr &wr = wrs[n];
             wr.wr_id = static_cast<std::uint64_t>(i);
+            wr.next = n + 1 < writes.size() ? &wrs[n + 1] : nullptr; // the chain
             wr.opcode = IBV_WR_RDMA_WRITE;
-            wr.sg_list = &sge;
+            wr.sg_list = &sges[n];
             wr.num_sge = 1;
             wr.send_flags = IBV_SEND_SIGNALED; // signal every one: each completion says what became of it
             wr.wr.rdma.remote_addr = remote.addr + static_cast<std::uint64_t>(i - 1) * slot_size;
@@ -85,9 +90,10 @@ void run(const Args &args, const RequesterOptions &opt)
                 wr.wr.rdma.rkey = remote.rkey ^ 0xff; // (demonstration) a key the responder never handed out
                 info("WRITE #%d carries the wrong rkey 0x%x", i, wr.wr.rdma.rkey);
             }
-            ibv_send_wr *bad_wr = nullptr;
-            check_post(ibv_post_send(qp.get(), &wr, &bad_wr), "ibv_post_send(RDMA_WRITE #" + std::to_string(i) + ")");
         }
+        ibv_send_wr *bad_wr = nullptr; // on failure: the first not posted (it and those after it were not)
+        const int rc = ibv_post_send(qp.get(), wrs.data(), &bad_wr);
+        check_post(rc, "ibv_post_send(RDMA_WRITE #" + std::to_string(bad_wr ? bad_wr->wr_id : wrs[0].wr_id) + ")");
     };
     //! [post]
     //! [drain]

@@ -29,7 +29,9 @@
 #include <rdma_samples/text.hpp>
 
 #include <deque>
+#include <initializer_list>
 #include <thread>
+#include <vector>
 
 using namespace rdma_samples;
 using namespace rdma_file_transfer;
@@ -226,25 +228,47 @@ ControlMessage next_message(Link &l, MessageType type, const std::string &what)
     return m;
 }
 
-/** SEND @p m (fields in host order), its first @p bytes only; each SEND has a buffer of its own. */
+/** A message to SEND (fields in host order), its first @p bytes only. */
+struct Outgoing {
+    ControlMessage m;
+    std::uint32_t bytes = sizeof(ControlMessage);
+};
+
+/** SEND each of @p out in one ibv_post_send() (a chain of work requests); each SEND has a buffer of its
+ *  own. The device holds them all before it sends the first, so they leave back to back: the peer cannot
+ *  read the first and act on it while the others are still on our side (in a 1-vCPU VM the scheduler may
+ *  run the peer between two ibv_post_send() calls). */
+void send_messages(Link &l, std::initializer_list<Outgoing> out)
+{
+    wait_until(l, "our SENDs to complete", [&] { return static_cast<std::size_t>(l.outstanding) + out.size() <= 16; });
+    std::vector<ibv_sge> sges(out.size());
+    std::vector<ibv_send_wr> wrs(out.size());
+    std::size_t i = 0;
+    for (const Outgoing &o : out) {
+        auto *buf = reinterpret_cast<ControlMessage *>(l.messages.data()) + recv_slots + l.sent_messages++ % send_slots;
+        *buf = swap_numbers(o.m);
+        sges[i] = {reinterpret_cast<std::uintptr_t>(buf), o.bytes, l.msg_mr->lkey};
+        wrs[i].wr_id = send_wr_id;
+        wrs[i].opcode = IBV_WR_SEND;
+        wrs[i].send_flags = IBV_SEND_SIGNALED;
+        wrs[i].sg_list = &sges[i];
+        wrs[i].num_sge = 1;
+        wrs[i].next = i + 1 < out.size() ? &wrs[i + 1] : nullptr;
+        ++i;
+    }
+    ibv_send_wr *bad = nullptr;
+    check_post(ibv_post_send(l.id->qp, wrs.data(), &bad), "ibv_post_send(SEND)");
+    l.outstanding += static_cast<int>(out.size());
+    for (const Outgoing &o : out)
+        info("sent a %u-byte %s: length %llu, addr 0x%llx, rkey 0x%x, chunk %u, slots %u, flags %u", o.bytes,
+             type_name(le16toh(o.m.type)).c_str(), static_cast<unsigned long long>(o.m.length),
+             static_cast<unsigned long long>(o.m.addr), o.m.rkey, o.m.chunk, o.m.slots, o.m.flags);
+}
+
+/** SEND @p m (fields in host order), its first @p bytes only. */
 void send_message(Link &l, const ControlMessage &m, std::uint32_t bytes = sizeof(ControlMessage))
 {
-    wait_until(l, "our SENDs to complete", [&] { return l.outstanding < 16; });
-    auto *buf = reinterpret_cast<ControlMessage *>(l.messages.data()) + recv_slots + l.sent_messages++ % send_slots;
-    *buf = swap_numbers(m);
-    ibv_sge sge{reinterpret_cast<std::uintptr_t>(buf), bytes, l.msg_mr->lkey};
-    ibv_send_wr wr{};
-    wr.wr_id = send_wr_id;
-    wr.opcode = IBV_WR_SEND;
-    wr.send_flags = IBV_SEND_SIGNALED;
-    wr.sg_list = &sge;
-    wr.num_sge = 1;
-    ibv_send_wr *bad = nullptr;
-    check_post(ibv_post_send(l.id->qp, &wr, &bad), "ibv_post_send(SEND)");
-    ++l.outstanding;
-    info("sent a %u-byte %s: length %llu, addr 0x%llx, rkey 0x%x, chunk %u, slots %u, flags %u", bytes,
-         type_name(le16toh(m.type)).c_str(), static_cast<unsigned long long>(m.length),
-         static_cast<unsigned long long>(m.addr), m.rkey, m.chunk, m.slots, m.flags);
+    send_messages(l, {{m, bytes}});
 }
 
 /** A zero-length SEND with immediate @p imm: a credit. */
@@ -640,9 +664,10 @@ void receiver_lies(Link &l, Lie lie, const RogueOptions &opt)
         key = make_message(MessageType::key);
         std::memset(key.text, 'K', max_text);
     }
-    send_message(l, key);
-    if (lie == Lie::second_key)
-        send_message(l, make_message(MessageType::key, "a second key"));
+    if (lie == Lie::second_key) // (in one post: the sender must not disconnect between the two)
+        send_messages(l, {{key}, {make_message(MessageType::key, "a second key")}});
+    else
+        send_message(l, key);
 }
 
 void run(const Args &args, const RogueOptions &opt)
