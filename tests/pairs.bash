@@ -18,6 +18,9 @@
 #   group                1 for a pair that meets in a multicast group (multicast): no descriptor files, no
 #                        -lp; each side joins the group its args name, and a receiver must have attached
 #                        ("attached to") before the sender sends. Not in pair_samples either
+# extended (chapter 21: the six RC operations of chapters 2 to 7 through the extended API) has its own
+# suite (rdma_extended.bats), its provider-matrix cells and its two-host wire check, and is not in
+# pair_samples either: its verbs reach the wire as those pairs' do.
 # memory_window (chapter 18) has its own suites (rdma_memory.bats, valgrind, two_host) and is not in
 # pair_samples: the stress and wire checks of the eleven pairs cover the verbs it shares with them.
 pair_samples=(write read write_immediate send_receive send_receive_immediate atomic sync_event multi_conn srq ud bench)
@@ -57,6 +60,8 @@ pair() {
         req_args=(--count 6 --interval-ms 300) ;;
     multicast) resp=rdma_multicast/rdma_multicast_receive req=rdma_multicast/rdma_multicast_send exports=0 cm_only=1
         group=1 resp_args=(--group 239.1.2.3) req_args=(--group 239.1.2.3 -s "to the group") ;;
+    extended) resp=rdma_extended/rdma_extended_responder req=rdma_extended/rdma_extended_requester
+        req_args=(-w "through ibv_wr_*()") ;;
     *) return 1 ;;
     esac
     [ "$cm_clients" -gt 1 ] || cm_req_args=("${req_args[@]}")

@@ -22,6 +22,8 @@ programs() {
     assert_line rdma_write_immediate_responder
     assert_line rdma_atomic_requester
     assert_line rdma_atomic_responder
+    assert_line rdma_extended_requester
+    assert_line rdma_extended_responder
     assert_line rdma_sync_event_requester
     assert_line rdma_sync_event_responder
     assert_line rdma_multi_conn_send
@@ -156,7 +158,7 @@ programs() {
     for p in rdma_write_requester rdma_write_responder rdma_read_requester rdma_read_responder \
         rdma_write_immediate_requester rdma_write_immediate_responder rdma_send rdma_receive \
         rdma_send_immediate rdma_receive_immediate rdma_atomic_requester rdma_atomic_responder \
-        rdma_sync_event_requester rdma_sync_event_responder; do
+        rdma_sync_event_requester rdma_sync_event_responder rdma_extended_requester rdma_extended_responder; do
         run -0 "$(prog "$p")" --help
         assert_line --partial "-cm, --use-rdma-cm"
         assert_line --partial "-sa, --server-addr"

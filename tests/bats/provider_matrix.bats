@@ -57,7 +57,7 @@ expected_text() {
         return 0
     fi
     case "$1" in
-    write_immediate | send_receive_immediate | file_transfer | recovery_cm)
+    write_immediate | send_receive_immediate | file_transfer | recovery_cm | extended)
         if [ "$VENDOR" = 0x626d74 ]; then
             echo "$DEV is a Soft-iWARP device (siw, transport_type IBV_TRANSPORT_IWARP): siw has no immediate data (no RDMA WRITE or SEND with immediate; iWARP's RDMAP defines none)"
         else
@@ -198,6 +198,8 @@ cell() {
 @test "event_loop, cm" { cell event_loop cm; }
 @test "recovery, files" { cell recovery files; }
 @test "recovery_cm, cm" { cell recovery_cm cm; }
+@test "extended, files" { cell extended files; }
+@test "extended, cm" { cell extended cm; }
 @test "memory_window, files" { cell memory_window files; }
 @test "memory_window, cm" { cell memory_window cm; }
 @test "multicast, cm" { cell multicast cm; }
