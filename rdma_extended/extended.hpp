@@ -72,6 +72,7 @@ struct Done {
 inline Done next_done(ibv_cq_ex *cq, std::uint64_t wc_flags, int timeout_s, const std::string &what,
                       ibv_context *device)
 {
+    //! [poll]
     rdma_samples::Waiter waiter(timeout_s, what, device);
     ibv_poll_cq_attr attr{}; // (no flags exist yet: comp_mask must be 0)
     int rc = 0;
@@ -91,6 +92,7 @@ inline Done next_done(ibv_cq_ex *cq, std::uint64_t wc_flags, int timeout_s, cons
             d.timestamp = ibv_wc_read_completion_ts(cq);
     }
     ibv_end_poll(cq); // the completion is consumed: its slot goes back to the device
+    //! [poll]
     return d;
 }
 
