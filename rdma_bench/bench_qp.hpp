@@ -26,6 +26,20 @@
 
 namespace rdma_bench {
 
+/** @brief The send_ops_flags bit of the knobs' operation, for an extended QP (--api extended).
+ *  @param opt the knobs @return e.g. IBV_QP_EX_WITH_RDMA_WRITE */
+inline std::uint64_t send_ops_flag(const Options &opt)
+{
+    switch (opt.op) {
+    case Op::write: return IBV_QP_EX_WITH_RDMA_WRITE;
+    case Op::write_imm: return IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM;
+    case Op::send: return IBV_QP_EX_WITH_SEND;
+    case Op::read: return IBV_QP_EX_WITH_RDMA_READ;
+    case Op::atomic: return opt.cas ? IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP : IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD;
+    }
+    return 0;
+}
+
 namespace detail {
 inline ibv_qp *try_create_qp(ibv_pd *pd, ibv_cq *cq, const Options &opt, std::uint32_t inline_size)
 {
@@ -49,8 +63,23 @@ inline ibv_qp *try_create_qp(ibv_pd *pd, ibv_cq *cq, const Options &opt, std::ui
     // with a second DMA read. It saves a round trip over PCIe for small messages; the limit is the
     // device's, and asking for more makes ibv_create_qp() fail.
     init.cap.max_inline_data = inline_size;
-    return ibv_create_qp(pd, &init);
+    if (!opt.extended)
+        return ibv_create_qp(pd, &init);
     //! [create_qp]
+    //! [create_qp_ex]
+    // --api extended: the same QP, told which operation it will post with ibv_wr_*() (chapter 21). The
+    // descriptor and the goodbye still go through ibv_post_send(), outside any ibv_wr_start() batch.
+    ibv_qp_init_attr_ex ex{};
+    ex.send_cq = init.send_cq;
+    ex.recv_cq = init.recv_cq;
+    ex.qp_type = init.qp_type;
+    ex.sq_sig_all = init.sq_sig_all;
+    ex.cap = init.cap;
+    ex.pd = pd;
+    ex.comp_mask = IBV_QP_INIT_ATTR_PD | IBV_QP_INIT_ATTR_SEND_OPS_FLAGS;
+    ex.send_ops_flags = send_ops_flag(opt) | IBV_QP_EX_WITH_SEND; // (a ping-pong's answer may be a SEND)
+    return ibv_create_qp_ex(pd->context, &ex);
+    //! [create_qp_ex]
 }
 } // namespace detail
 
@@ -69,11 +98,15 @@ inline rdma_samples::QpPtr create_bench_qp(ibv_pd *pd, ibv_cq *cq, const Options
     const int err = errno;
     std::uint32_t lo = 0, hi = want; // lo works (if anything does), hi does not
     if (want == 0)
-        rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(opt.tx_depth) + ")", err);
+        rdma_samples::fail_errno(std::string(opt.extended ? "ibv_create_qp_ex" : "ibv_create_qp") + "(RC, send_wr " +
+                                     std::to_string(opt.tx_depth) + ")",
+                                 err);
     if (ibv_qp *qp = detail::try_create_qp(pd, cq, opt, 0))
         ibv_destroy_qp(qp);
     else
-        rdma_samples::fail_errno("ibv_create_qp(RC, send_wr " + std::to_string(opt.tx_depth) + ")", err);
+        rdma_samples::fail_errno(std::string(opt.extended ? "ibv_create_qp_ex" : "ibv_create_qp") + "(RC, send_wr " +
+                                     std::to_string(opt.tx_depth) + ")",
+                                 err);
     while (hi - lo > 1) {
         const std::uint32_t mid = lo + (hi - lo) / 2;
         if (ibv_qp *qp = detail::try_create_qp(pd, cq, opt, mid)) {

@@ -55,6 +55,7 @@ struct Lane {
     }
 
     ibv_qp *qp;                   ///< the QP
+    ibv_qp_ex *qpx = nullptr;     ///< the same QP seen through ibv_wr_*(), with --api extended
     SendQueue sq;                 ///< its send queue's slots under selective signaling
     ibv_send_wr wr;               ///< the operation; only wr_id, send_flags and next change
     ibv_sge sge;                  ///< its one scatter/gather element; only the length changes
@@ -102,6 +103,8 @@ struct Loop {
             const std::size_t slice = std::size_t{region} * i;
             lanes.emplace_back(opt, qps[i].get(), operation_wr(opt.op, opt.cas, peer.addr + slice, peer.rkey),
                                source != nullptr ? source : land + slice, land + slice, lkey);
+            if (opt.extended)
+                lanes.back().qpx = ibv_qp_to_qp_ex(qps[i].get());
         }
     }
     /** @brief Whether request number @p last has completed on every QP. @param last its number
@@ -123,6 +126,46 @@ struct Loop {
     std::vector<ibv_send_wr> chain; ///< room for one chain of --post-list requests
 };
 
+//! [post_chain_ex]
+// --api extended: the same `count` requests as post_chain() below, built by calls on the QP between
+// ibv_wr_start() and ibv_wr_complete() (one doorbell for them all): no ibv_send_wr is filled, copied or
+// parsed. Each request takes the wr_id and wr_flags the QP holds when its ibv_wr_<opcode>() is called.
+inline void post_chain_extended(Lane &lane, std::uint32_t count, std::uint32_t size, bool can_inline,
+                                std::uint64_t first, std::uint64_t last)
+{
+    ibv_qp_ex *qpx = lane.qpx;
+    const ibv_send_wr &op = lane.wr; // the operation, its remote address and key (operation_wr())
+    ibv_wr_start(qpx);
+    for (std::uint32_t k = 0; k < count; ++k) {
+        const std::uint64_t number = lane.sq.posted + k;
+        qpx->wr_id = number;
+        qpx->wr_flags =
+            (lane.sq.signaled(number, first, last) ? IBV_SEND_SIGNALED : 0) | (can_inline ? IBV_SEND_INLINE : 0);
+        switch (op.opcode) {
+        case IBV_WR_RDMA_WRITE: ibv_wr_rdma_write(qpx, op.wr.rdma.rkey, op.wr.rdma.remote_addr); break;
+        case IBV_WR_RDMA_WRITE_WITH_IMM:
+            ibv_wr_rdma_write_imm(qpx, op.wr.rdma.rkey, op.wr.rdma.remote_addr, op.imm_data);
+            break;
+        case IBV_WR_SEND: ibv_wr_send(qpx); break;
+        case IBV_WR_RDMA_READ: ibv_wr_rdma_read(qpx, op.wr.rdma.rkey, op.wr.rdma.remote_addr); break;
+        case IBV_WR_ATOMIC_FETCH_AND_ADD:
+            ibv_wr_atomic_fetch_add(qpx, op.wr.atomic.rkey, op.wr.atomic.remote_addr, op.wr.atomic.compare_add);
+            break;
+        default: // IBV_WR_ATOMIC_CMP_AND_SWP, as post_chain() does it: N -> N + 1
+            ibv_wr_atomic_cmp_swp(qpx, op.wr.atomic.rkey, op.wr.atomic.remote_addr, number, number + 1);
+            break;
+        }
+        if (can_inline)
+            ibv_wr_set_inline_data(qpx, lane.buf, size); // the bytes are copied now, as with IBV_SEND_INLINE
+        else
+            ibv_wr_set_sge(qpx, lane.sge.lkey, lane.sge.addr, size);
+    }
+    if (const int rc = ibv_wr_complete(qpx); rc != 0) // (none of them was posted)
+        rdma_samples::check_post(rc, "ibv_wr_complete(" + std::to_string(count) + " work requests)");
+    lane.sq.posted += count;
+}
+//! [post_chain_ex]
+
 //! [post_chain]
 // Post `count` work requests, linked through `next`, with ONE ibv_post_send(): one call, one doorbell (the
 // write that tells the device there is work) for the whole chain instead of one per request.
@@ -134,6 +177,8 @@ inline void post_chain(Loop &loop, Lane &lane, std::uint32_t count, std::uint32_
     const bool can_inline = size <= loop.opt.inline_size && lane.wr.opcode != IBV_WR_RDMA_READ &&
                             lane.wr.opcode != IBV_WR_ATOMIC_FETCH_AND_ADD &&
                             lane.wr.opcode != IBV_WR_ATOMIC_CMP_AND_SWP;
+    if (lane.qpx != nullptr)
+        return post_chain_extended(lane, count, size, can_inline, first, last);
     for (std::uint32_t k = 0; k < count; ++k) {
         const std::uint64_t number = lane.sq.posted + k;
         wr[k] = lane.wr;

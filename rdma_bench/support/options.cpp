@@ -136,7 +136,7 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &opt)
         [&opt, parse = number("--inline-size", max_size)](const std::string &v) {
             opt.inline_size = static_cast<std::int64_t>(parse(v));
         });
-    add("post-list", "N", "post a chain of N work requests with one ibv_post_send()", "1",
+    add("post-list", "N", "post N work requests with one ibv_post_send() (or one ibv_wr_complete())", "1",
         [&opt, parse = number("--post-list", 16384)](const std::string &v) {
             opt.post_list = static_cast<std::uint32_t>(parse(v));
         });
@@ -148,6 +148,11 @@ void add_bench_flags(rdma_samples::ProgramSpec &spec, Options &opt)
         [&opt](const std::string &) { opt.events = true; });
     add("no-yield", "", "busy polling never yields the CPU (perftest's way; needs a CPU per process)",
         "yield every 1024 empty polls", [&opt](const std::string &) { opt.yield = false; });
+    either("api",
+           "how requests are posted: ibv_post_send() with a chain of work requests (classic), or ibv_wr_*() "
+           "between ibv_wr_start() and ibv_wr_complete() (extended, perftest's default; chapter 21)",
+           "classic", "extended", "ibv_post_send(), perftest --use_old_post_send", "ibv_wr_*(), perftest's default",
+           opt.extended, nullptr);
     either("output", "the result rows as a table (aligned, perftest's layout) or csv (comma-separated, with a header)",
            "table", "csv", "aligned", "comma-separated", opt.csv, nullptr);
     add("verify", "", "check the data after the run (leave off when measuring)", "off",

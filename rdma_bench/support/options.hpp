@@ -46,6 +46,7 @@ struct Options {
     std::uint32_t poll_batch = 16;  ///< --poll-batch: completions taken per ibv_poll_cq() call
     bool events = false;            ///< --events: sleep on a completion channel instead of busy polling
     bool cas = false;               ///< --atomic cas: compare-and-swap instead of fetch-and-add
+    bool extended = false;          ///< --api extended: post with ibv_wr_*() (perftest's default), not ibv_post_send()
     bool yield = true;              ///< busy polling yields every 1024 empty polls (--no-yield: never)
     bool csv = false;               ///< --output csv: the result rows comma-separated, for scripts
     bool verify = false;            ///< --verify: check the data after the run

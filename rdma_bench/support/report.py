@@ -10,8 +10,9 @@
                          (TOOL ours), and add its line to CSV; exit status 1 when FILE holds no result
     report.py --start-profile CSV
                          start CSV (profile.csv) with its header
-    report.py --add-count CSV TOOL TEST SIZE WAIT COUNTER ITERS FILE
-                         add the count in FILE (COUNTER instructions: valgrind --tool=callgrind's log;
+    report.py --add-count CSV API TOOL TEST SIZE WAIT COUNTER ITERS FILE
+                         add the count in FILE (API: the posting API both tools used, classic or extended;
+                         COUNTER instructions: valgrind --tool=callgrind's log;
                          syscalls: strace -c's table) of a run of ITERS operations to CSV
     report.py --inline FILE
                          the inline size a perftest run really used, from its output FILE
@@ -233,7 +234,7 @@ def table(rows, tcg=False):
     return lines, summary
 
 
-PROFILE_HEADER = "tool,test,size,wait,counter,iters,count"
+PROFILE_HEADER = "api,tool,test,size,wait,counter,iters,count"
 CALLGRIND_TOTAL = re.compile(r"Collected\s*:\s*([0-9]+)")
 
 
@@ -250,39 +251,41 @@ def count_of(counter, text):
     return None
 
 
-def add_count(csv_path, tool, test, size, wait, counter, iters, path):
+def add_count(csv_path, api, tool, test, size, wait, counter, iters, path):
     with open(path, errors="replace") as f:
         count = count_of(counter, f.read())
     if count is None:
         print(f"bench: no {counter} count in {path}", file=sys.stderr)
         return 1
     with open(csv_path, "a") as f:
-        f.write(f"{tool},{test},{size},{wait},{counter},{iters},{count}\n")
+        f.write(f"{api},{tool},{test},{size},{wait},{counter},{iters},{count}\n")
     return 0
 
 
 def per_operation(rows):
-    """(test, size, wait) -> {(tool, counter): count per operation}: the difference between the runs
-    with the most and the fewest iterations over the difference of the iterations (the set-up cancels)."""
+    """(test, size, wait, api) -> {(tool, counter): count per operation}: the difference between the runs
+    with the most and the fewest iterations over the difference of the iterations (the set-up cancels).
+    A profile written before the API was recorded has none: "mixed" (perftest's extended, ours classic)."""
     runs = defaultdict(dict)
     for r in rows:
-        runs[(r["test"], int(r["size"]), r["wait"], r["tool"], r["counter"])][int(r["iters"])] = int(r["count"])
+        api = r.get("api") or "mixed"
+        runs[(r["test"], int(r["size"]), r["wait"], api, r["tool"], r["counter"])][int(r["iters"])] = int(r["count"])
     out = defaultdict(dict)
-    for (test, size, wait, tool, counter), by_iters in runs.items():
+    for (test, size, wait, api, tool, counter), by_iters in runs.items():
         if len(by_iters) >= 2:
             few, many = min(by_iters), max(by_iters)
-            out[(test, size, wait)][(tool, counter)] = (by_iters[many] - by_iters[few]) / (many - few)
+            out[(test, size, wait, api)][(tool, counter)] = (by_iters[many] - by_iters[few]) / (many - few)
     return out
 
 
 def profile_table(rows):
     """The counts per operation: instructions (target: ours <= perftest's) and system calls."""
-    hdr = (f"{'test':<11}{'bytes':>6} {'wait':<7}{'instr perftest':>15}{'ours':>8}{'ratio':>7}  {'target':<13}"
+    hdr = (f"{'test':<11}{'bytes':>6} {'wait':<7}{'api':<9}{'instr perftest':>15}{'ours':>8}{'ratio':>7}  {'target':<13}"
            f"{'syscalls perftest':>18}{'ours':>8}")
     lines = [hdr, "-" * len(hdr)]
     counts = per_operation(rows)
     one = lambda v: "-" if v is None else f"{v:.0f}" if v >= 10 else f"{v:.2f}"
-    for key in sorted(counts, key=lambda k: (k[2], TESTS.index(k[0]) if k[0] in TESTS else 99, k[1])):
+    for key in sorted(counts, key=lambda k: (k[2], TESTS.index(k[0]) if k[0] in TESTS else 99, k[1], k[3])):
         c = counts[key]
         a, b = c.get(("perftest", "instructions")), c.get(("ours", "instructions"))
         if a is not None and b is not None and (a <= 0 or b <= 0):
@@ -290,7 +293,7 @@ def profile_table(rows):
         else:
             ratio = b / a if a and b is not None else None
             target = "n/a" if ratio is None else "met (<=)" if b <= a else f"MISSED {ratio:.2f}"
-        lines.append(f"{key[0]:<11}{key[1]:>6} {key[2]:<7}{one(a):>15}{one(b):>8}"
+        lines.append(f"{key[0]:<11}{key[1]:>6} {key[2]:<7}{key[3]:<9}{one(a):>15}{one(b):>8}"
                      f"{'-' if ratio is None else f'{ratio:.2f}':>7}  {target:<13}"
                      f"{one(c.get(('perftest', 'syscalls'))):>18}{one(c.get(('ours', 'syscalls'))):>8}")
     return lines
@@ -421,7 +424,7 @@ def main():
         return 0
     if sys.argv[1:2] == ["--add"] and len(sys.argv) == 13:
         return add_run(*sys.argv[2:])
-    if sys.argv[1:2] == ["--add-count"] and len(sys.argv) == 10:
+    if sys.argv[1:2] == ["--add-count"] and len(sys.argv) == 11:
         return add_count(*sys.argv[2:])
     if sys.argv[1:2] == ["--inline"] and len(sys.argv) == 3:
         with open(sys.argv[2], errors="replace") as f:

@@ -147,18 +147,30 @@ class Counts(unittest.TestCase):
         self.assertIsNone(report.count_of("syscalls", saved("perftest_failed.txt")))
 
     def test_per_operation_is_the_difference_over_the_extra_iterations(self):
-        rows = [dict(tool="ours", test="read_lat", size="2", wait="busy", counter="instructions", iters=i, count=c)
-                for i, c in (("100", "1000000"), ("300", "1140000"))]
-        self.assertEqual(report.per_operation(rows)[("read_lat", 2, "busy")][("ours", "instructions")], 700)
-        rows += [dict(tool="perftest", test="read_lat", size="2", wait="busy", counter="instructions", iters=i, count=c)
-                 for i, c in (("100", "2000000"), ("300", "2131400"))]
+        rows = [dict(api="classic", tool="ours", test="read_lat", size="2", wait="busy", counter="instructions",
+                     iters=i, count=c) for i, c in (("100", "1000000"), ("300", "1140000"))]
+        self.assertEqual(report.per_operation(rows)[("read_lat", 2, "busy", "classic")][("ours", "instructions")], 700)
+        rows += [dict(api="classic", tool="perftest", test="read_lat", size="2", wait="busy", counter="instructions",
+                      iters=i, count=c) for i, c in (("100", "2000000"), ("300", "2131400"))]
         lines = report.profile_table(rows)
-        self.assertRegex(lines[2], r"^read_lat +2 busy +657 +700 +1\.07  MISSED 1\.07")
-        rows += [dict(tool="perftest", test="send_lat", size="2", wait="events", counter="instructions", iters=i, count=c)
-                 for i, c in (("100", "2000000"), ("300", "1968114"))]
-        rows += [dict(tool="ours", test="send_lat", size="2", wait="events", counter="instructions", iters=i, count=c)
-                 for i, c in (("100", "1000000"), ("300", "1281000"))]
-        self.assertRegex(report.profile_table(rows)[3], r"^send_lat +2 events +-159\.43 +1405 +-  unsteady")
+        self.assertRegex(lines[2], r"^read_lat +2 busy +classic +657 +700 +1\.07  MISSED 1\.07")
+        rows += [dict(api="classic", tool="perftest", test="send_lat", size="2", wait="events", counter="instructions",
+                      iters=i, count=c) for i, c in (("100", "2000000"), ("300", "1968114"))]
+        rows += [dict(api="classic", tool="ours", test="send_lat", size="2", wait="events", counter="instructions",
+                      iters=i, count=c) for i, c in (("100", "1000000"), ("300", "1281000"))]
+        self.assertRegex(report.profile_table(rows)[3], r"^send_lat +2 events +classic +-159\.43 +1405 +-  unsteady")
+
+    def test_each_api_is_a_row_of_its_own_and_an_old_profile_is_mixed(self):
+        rows = [dict(api=api, tool=tool, test="write_bw", size="64", wait="busy", counter="instructions", iters=i,
+                     count=str(int(i) * per)) for api, tool, per in (("classic", "perftest", 300), ("classic", "ours", 200),
+                                                                   ("extended", "perftest", 250), ("extended", "ours", 150))
+                for i in ("200", "2200")]
+        lines = report.profile_table(rows)
+        self.assertRegex(lines[2], r"^write_bw +64 busy +classic +300 +200 +0\.67  met")
+        self.assertRegex(lines[3], r"^write_bw +64 busy +extended +250 +150 +0\.60  met")
+        old = [dict(tool="ours", test="write_bw", size="64", wait="busy", counter="syscalls", iters=i, count=c)
+               for i, c in (("200", "10"), ("2200", "10"))]
+        self.assertIn(("write_bw", 64, "busy", "mixed"), report.per_operation(old))
 
 
 class AddRun(unittest.TestCase):

@@ -194,6 +194,39 @@ hint: give --output table (aligned) or --output csv (comma-separated)'
     assert_both_verified
 }
 
+@test "rdma_bench: --api extended (ibv_wr_*(), chapter 21): every operation in both measurements, verified" {
+    local op
+    for op in write read send write_imm "atomic --atomic fadd" "atomic --atomic cas"; do
+        # shellcheck disable=SC2086 # (op holds its --atomic)
+        bench --op $op --mode bw --iters 20 --warmup 5 --tx-depth 8 --api extended --verify
+        assert_bw_rows 1
+        assert_line --regexp "^step 5: measure .*, chains of 1, posted with ibv_wr_\*\(\)$"
+        assert_both_verified
+        # shellcheck disable=SC2086
+        bench --op $op --mode lat --iters 20 --api extended --verify
+        assert_lat_rows 1
+        assert_line --regexp "^step 5: measure .*, posted with ibv_wr_\*\(\)$"
+        assert_both_verified
+    done
+}
+
+@test "rdma_bench: --api extended with chains, inline data and selective signaling, verified" {
+    bench --op send --mode bw --size 128 --iters 40 --tx-depth 16 --cq-mod 8 --post-list 4 --inline-size 128 \
+        --api extended --verify
+    assert_bw_rows 1
+    assert_line --partial "busy polling, batches of 16, chains of 4, posted with ibv_wr_*()"
+    assert_both_verified
+    bench --op write --mode lat --size 64 --iters 20 --inline-size 64 --api extended --verify
+    assert_lat_rows 1
+    assert_both_verified
+}
+
+@test "rdma_bench: --api other than classic or extended is a usage error with a hint" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --api new
+    assert_equal "$stderr" 'rdma_bench_requester: --api: expected classic or extended, got "new"
+hint: give --api classic (ibv_post_send(), perftest --use_old_post_send) or --api extended (ibv_wr_*(), perftest'"'"'s default)'
+}
+
 @test "rdma_bench: latency with a completion channel, verified" {
     bench --op send --mode lat --size 16 --iters 20 --events --verify
     assert_lat_rows 1

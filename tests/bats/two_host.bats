@@ -119,7 +119,7 @@ wire_batch() { # FLOW: the scenarios, one a line (the arguments of ./lab trace)
     local cm=$([ "$1" = cm ] && echo --cm)
     printf '%s\n' "write $cm" "read $cm" "write_immediate $cm" "send_receive $cm" "send_receive_immediate $cm" \
         "atomic $cm" "sync_event $cm" "multi_conn $cm" \
-        "bench $cm -- --op write --mode bw --size 4096 --iters 1 --warmup 0 --tx-depth 1"
+        "bench $cm -- --op write --mode bw --size 4096 --iters 1 --warmup 0 --tx-depth 1" "extended $cm"
 }
 
 # resends N: how often a requester of scenario N sent packets again after an ACK came late (rxe's
@@ -164,6 +164,23 @@ $wire"
     fi
 }
 
+# assert_way N DIRECTION EXPECTED...: the packets of scenario N that go one way ("->" or "<-"), without
+# the CM's messages, are EXPECTED in order; after a resend (see resends), with copies between them.
+# (For a batch of requests: its ACKs may come back between its requests or after them all.)
+assert_way() {
+    local n=$1 way=$2 wire
+    shift 2
+    wire=$(grep -v ' CM ' "$TRACE/$n/report.txt" | grep -F -- "$way ")
+    if [ "$(resends "$n")" -gt 0 ]; then
+        in_order "$wire" "$@" || fail "scenario $n, $way: expected, in order (copies allowed):
+$(printf '%s\n' "$@")
+on the wire:
+$wire"
+    else
+        assert_equal "$wire" "$(printf '%s\n' "$@")"
+    fi
+}
+
 assert_every_pair_on_the_wire() {
     assert_wire 1 "-> RDMA WRITE Only" "<- Acknowledge" "-> SEND Only" "<- Acknowledge"
     # The READ pair's responder answers with a response and never sends a request.
@@ -187,6 +204,11 @@ assert_every_pair_on_the_wire() {
     else
         assert_equal "$(grep -v ' CM ' "$TRACE/8/report.txt" | sort | tr '\n' ';')" "-> SEND Only;-> SEND Only;<- Acknowledge;<- Acknowledge;"
     fi
+    # The extended API's two batches: the same opcodes as the classic pairs'.
+    assert_way 10 "->" "-> RDMA WRITE Only" "-> RDMA WRITE Only with Immediate" "-> SEND Only" "-> RDMA READ Request" \
+        "-> FetchAdd" "-> CmpSwap" "-> SEND Only"
+    assert_way 10 "<-" "<- Acknowledge" "<- Acknowledge" "<- Acknowledge" "<- RDMA READ Response Only" \
+        "<- ATOMIC Acknowledge" "<- ATOMIC Acknowledge" "<- Acknowledge"
 }
 
 # said N SIDE LINE...: scenario N's SIDE (requester or responder) printed each LINE, whole.
@@ -242,6 +264,8 @@ assert_every_pair_said_so() {
     said 7 requester "Received sync event value 0xd0cb" "Remote sync event has been notified for completion successfully"
     said 7 responder "Signaling sync event" "Sync event completion value 0xffffffffffffffff received"
     assert_equal "$(grep -c 'one message per connection' "$TRACE/8/responder.out")" 2
+    said 10 requester 'READ brought back: "through ibv_wr_*()"' "Compare-and-swap: found 5, swapped"
+    said 10 responder 'WRITE: "through ibv_wr_*()"' "Counter after fetch-and-add and compare-and-swap: 100"
 }
 
 # capture_every_pair FLOW: run wire_batch FLOW through trace/trace (the build under test); the
@@ -284,14 +308,14 @@ assert_write_in_four_packets() {
 @test "two hosts: on the wire, every pair with RDMA CM: the CM's REQ, REP, RTU first, then the same opcodes" {
     capture_every_pair cm
     local n
-    for n in 1 2 3 4 5 6 7 9; do
+    for n in 1 2 3 4 5 6 7 9 10; do
         # The connection: a REQ from the client, the server's REP, the client's RTU, before any data.
         assert_equal "$(head -n 3 "$TRACE/$n/report.txt")" \
             "$(printf '%s\n' "-> CM REQ (connect request)" "<- CM REP (connect reply)" "-> CM RTU (ready to use)")"
         assert grep -q 'CM DREQ' "$TRACE/$n/report.txt"
     done
     # Under -cm a pair that exports memory SENDs its descriptor first (the server to the client).
-    for n in 1 2 3 6 7; do
+    for n in 1 2 3 6 7 10; do
         assert_equal "$(grep -v ' CM ' "$TRACE/$n/report.txt" | head -n 2 | tr '\n' ';')" "<- SEND Only;-> Acknowledge;"
         sed -i '/ CM /d' "$TRACE/$n/report.txt"
         sed -i '1,2d' "$TRACE/$n/report.txt"
@@ -301,7 +325,7 @@ assert_write_in_four_packets() {
     assert_write_in_four_packets 9
     assert_every_pair_said_so
     # No files: everything, the mmap descriptor included, travelled in-band; every server saw host B.
-    for n in 1 2 3 4 5 6 7; do
+    for n in 1 2 3 4 5 6 7 10; do
         assert_equal "$(ls -A "$TRACE/$n/share")" ""
         assert grep -q 'connection established from 10.77.0.2' "$TRACE/$n/responder.out"
     done
