@@ -41,7 +41,9 @@ window.addEventListener("load", function () { setTimeout(function () {
     var seen = {name: name, data: !!data, arrows: root.querySelectorAll("g.packet").length};
     report.push(seen);
     if (!data || !seen.arrows) { return; }
-    var packets = data.trace.packets;
+    try { use(root, data.trace.packets, seen); } catch (e) { seen.failed = String(e); }
+  });
+  function use(root, packets, seen) {
     var middle = Math.floor((packets.length - 1) / 2);
     var arrows = root.querySelectorAll("g.packet");
     arrows[middle].dispatchEvent(new MouseEvent("click", {bubbles: true}));
@@ -76,7 +78,7 @@ window.addEventListener("load", function () { setTimeout(function () {
     menu.value = seen.filter;
     menu.dispatchEvent(new Event("change", {bubbles: true}));
     seen.filtered = Array.prototype.map.call(root.querySelectorAll("g.packet"), function (g) { return Number(g.getAttribute("data-index")); });
-  });
+  }
   var out = document.createElement("pre");
   out.id = "ladder-probe";
   out.textContent = "LADDER-PROBE " + JSON.stringify({ladders: report, errors: window.ladderErrors});
@@ -152,7 +154,8 @@ def check_one(check, page, seen):
     packets = data_of(name)["trace"]["packets"]
     shown = json.dumps(seen)[:1500]
     check(seen["arrows"] == len(packets) > 0, f"{at}: one arrow per packet ({len(packets)})", shown)
-    if not seen["arrows"]:
+    check("failed" not in seen, f"{at}: a reader's clicks and keys run without an error", seen.get("failed", ""))
+    if not seen["arrows"] or "failed" in seen:
         return
     middle = seen["clicked"]
     p = packets[middle]
