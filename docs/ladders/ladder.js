@@ -21,9 +21,9 @@
   var SVG = "http://www.w3.org/2000/svg";
   var ROW = 30;          // px between two arrows
   var TOP = 54;          // px above the first arrow: the hosts' names
-  var LEFT = 250;        // x of the requester's column
-  var RIGHT = 690;       // x of the responder's column
-  var WIDTH = 760;
+  var LEFT = 240;        // x of the requester's column
+  var RIGHT = 680;       // x of the responder's column
+  var WIDTH = 800;
 
   // What a field means, in a line: the header's name, a dot, the field's name as the data gives it
   // (tshark's field name without the header's prefix; trace/README.md, "The ladder as data").
@@ -174,9 +174,10 @@
     menu.addEventListener("change", function () { self.filter(menu.value); });
     this.menu = menu;
 
+    var scroll = html("div", "rdma-ladder-scroll", this.root); // (a long ladder scrolls in its box)
     this.figure = svg("svg", {"class": "rdma-ladder-svg", role: "list",
                               "aria-label": "packets between " + scenario.hosts.requester.program +
-                                            " and " + scenario.hosts.responder.program}, this.root);
+                                            " and " + scenario.hosts.responder.program}, scroll);
     this.fields = html("div", "rdma-ladder-fields", this.root,
                        "Choose a packet (click it, or Tab to it and press Enter; the arrow keys step).");
     this.draw();
@@ -271,6 +272,14 @@
     html("div", "rdma-ladder-what", box, "Packet " + (index + 1) + " of " + this.packets.length + ": " +
          p.opcode + ", " + p.from + " \u2192 " + p.to + ", " + p.time_ms.toFixed(3) + " ms, " + p.transport);
     html("code", "rdma-ladder-line", box, p.line.trim());
+    // the frame's parts in the order of the wire, Ethernet to ICRC: a button marks that part's bytes
+    var parts = html("div", "rdma-ladder-parts", box);
+    (p.spans || []).forEach(function (span) {
+      var button = html("button", "", parts, span.header + " " + span.length);
+      button.type = "button";
+      button.title = "mark the " + span.header + " bytes";
+      button.addEventListener("click", function () { self.mark(p, span, null, ""); });
+    });
     this.place = html("div", "rdma-ladder-place", box);
     this.hex = html("pre", "rdma-ladder-hex", box);
     var table = html("table", "rdma-ladder-table", box);

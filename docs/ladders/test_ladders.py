@@ -4,7 +4,8 @@
 Every runnable trace block of the tutorial has its data file (refresh writes them), named so that its
 page finds it; each file registers one document of the shape trace/README.md describes ("The ladder as
 data"), made by the block's own command; its packets are what the viewer (ladder.js) draws: a
-direction, a time, an opcode, headers, and bytes that the places of the headers and fields lie in.
+direction, a time, an opcode, headers whose every field ladder.js can say the meaning of, and bytes
+that the places of the headers and fields lie in.
 """
 import importlib.machinery
 import importlib.util
@@ -118,6 +119,15 @@ class Data(unittest.TestCase):
                 if p["transport"] == "RoCEv2":
                     self.assertEqual(p["headers"]["BTH"]["psn"], p["psn"], at)
                     self.assertEqual(p["headers"]["UDP"]["dstport"], 4791, at)
+
+    def test_every_field_has_its_meaning_in_the_viewer(self):
+        meanings = set(re.findall(r'^\s*"(\w+\.\w+)": "', text_of(os.path.join(HERE, "ladder.js")), re.M))
+        self.assertGreater(len(meanings), 50)
+        for name, _, _, (_, data) in self.ladders:
+            for p in data["trace"]["packets"]:
+                for header, fields in p["headers"].items():
+                    missing = {f"{header}.{field}" for field in fields} - meanings
+                    self.assertFalse(missing, f"{name}: no line in ladder.js's MEANINGS says what these are")
 
     def test_the_places_lie_in_the_bytes(self):
         for name, _, _, (_, data) in self.ladders:

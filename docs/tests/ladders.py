@@ -54,10 +54,21 @@ window.addEventListener("load", function () { setTimeout(function () {
       return [row.getAttribute("data-field"), row.querySelector("td.value").textContent];
     });
     seen.bytes = root.querySelectorAll("pre.rdma-ladder-hex span.byte").length;
+    // (the PSN when the packet has one, else the first field whose place is known)
     var places = packets[middle].field_spans || {}, marked = null;
+    if (places.BTH && places.BTH.psn) {
+      marked = ["BTH.psn", places.BTH.psn];
+    }
     Object.keys(places).some(function (header) { return Object.keys(places[header]).some(function (field) {
-      marked = [header + "." + field, places[header][field]];
+      marked = marked || [header + "." + field, places[header][field]];
       return true; }); });
+    // the frame's last part (a button), its bytes marked
+    var parts = root.querySelectorAll(".rdma-ladder-parts button");
+    if (parts.length) {
+      parts[parts.length - 1].dispatchEvent(new MouseEvent("click", {bubbles: true}));
+      seen.part = [parts[parts.length - 1].textContent, Array.prototype.map.call(
+        root.querySelectorAll("pre.rdma-ladder-hex span.byte.header"), function (b) { return Number(b.getAttribute("data-offset")); })];
+    }
     if (marked) {
       root.querySelector('tr.field[data-field="' + marked[0] + '"]').dispatchEvent(new MouseEvent("click", {bubbles: true}));
       seen.marked = [marked[0], marked[1], Array.prototype.map.call(
@@ -171,6 +182,10 @@ def check_one(check, page, seen):
     if seen.get("marked"):
         field, place, offsets = seen["marked"]
         check(offsets == list(range(place[0], place[0] + place[1])), f"{at}: a click on {field} marks its bytes", shown)
+    if p.get("spans"):
+        part = p["spans"][-1]
+        check(seen.get("part") == [f"{part['header']} {part['length']}", list(range(part["offset"], part["offset"] + part["length"]))],
+              f"{at}: a click on the frame's last part ({part['header']}) marks its bytes", shown)
     last = len(packets) - 1
     check(seen["down"] == [min(middle + 1, last), True] and seen["up"] == middle and seen["up_at_first"] == 0,
           f"{at}: ArrowDown and ArrowUp step to the next and the previous packet, and move the focus", shown)
