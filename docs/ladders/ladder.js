@@ -172,7 +172,6 @@
       html("option", "", menu, name + " (" + count + ")").value = name;
     });
     menu.addEventListener("change", function () { self.filter(menu.value); });
-    this.menu = menu;
 
     var scroll = html("div", "rdma-ladder-scroll", this.root); // (a long ladder scrolls in its box)
     this.figure = svg("svg", {"class": "rdma-ladder-svg", role: "list",
