@@ -162,7 +162,9 @@
     var scenario = this.data.trace.scenario;
     this.root.textContent = "";
     var bar = html("div", "rdma-ladder-bar", this.root);
-    html("span", "rdma-ladder-title", bar, "Click a packet: " + this.data.command);
+    var title = html("div", "rdma-ladder-title", bar, "The packets of " + this.data.command);
+    html("div", "rdma-ladder-note", title, "from a capture of their own: times, addresses, keys and PSNs " +
+         "differ from the text above");
     var label = html("label", "", bar, "show ");
     var menu = html("select", "rdma-ladder-filter", label);
     menu.setAttribute("aria-label", "show only the packets of one opcode");

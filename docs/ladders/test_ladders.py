@@ -60,6 +60,19 @@ class Files(unittest.TestCase):
                      '\\endhtmlonly')
             self.assertIn(block, text, f"{chapter} lacks the ladder {name}")
 
+    def test_each_ladder_sits_under_its_text_ladder(self):
+        """After its block and the output shown for it, before the next runnable block."""
+        for name, chapter, _ in refresh.trace_blocks():
+            text = text_of(os.path.join(SOURCE, chapter))
+            k = int(name.rsplit("-", 1)[1])
+            marker = [m.start() for m in re.finditer(r"<!--\s*runnable\s+trace\s*-->", text)][k - 1]
+            ladder = text.index(f'data-ladder="{name}"')
+            after = re.search(r"<!--\s*runnable\b", text[marker + 1:])
+            end = marker + 1 + after.start() if after else len(text)
+            self.assertTrue(marker < ladder < end, f"{chapter}: the ladder {name} is not under its block")
+            shown = text.find("<!-- expected-output", marker, end)
+            self.assertTrue(shown < 0 or shown < ladder, f"{chapter}: the ladder {name} comes before its block's output")
+
     def test_doxygen_copies_the_viewer_and_the_data_beside_the_pages(self):
         doxyfile = text_of(os.path.join(SOURCE, "docs", "Doxyfile.in"))
         self.assertRegex(doxyfile, r"\n\s*HTML_EXTRA_FILES\s*=\s*@LADDER_FILES@")
