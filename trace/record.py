@@ -126,6 +126,10 @@ def packet(row, time_ms, name, details, line, forward, raw=None):
         record["payload"] = payload
     if raw:
         record.update(raw)
+        # (the places of the fields the record holds, header by header, in the same order)
+        record["field_spans"] = {header: {key: raw["field_spans"][header][key] for key in fields
+                                          if key in raw.get("field_spans", {}).get(header, {})}
+                                 for header, fields in record["headers"].items()}
     record["line"] = line
     if record["frame"] is None:
         del record["frame"]
@@ -183,5 +187,26 @@ def frames(text):
         number = value(str(layers.get("frame", {}).get("frame.number", "")))
         if not isinstance(number, int) or not isinstance(raw, list) or not raw or not isinstance(raw[0], str):
             continue
-        found[number] = {"bytes": raw[0], "spans": spans(layers, len(raw[0]) // 2)}
+        found[number] = {"bytes": raw[0], "spans": spans(layers, len(raw[0]) // 2),
+                         "field_spans": field_spans(layers, len(raw[0]) // 2)}
+    return found
+
+
+def field_spans(layers, size):
+    """{header: {key: [offset, length] or [offset, length, bitmask]}}: where each field of the headers
+    lies in the frame, named as in a record's headers ("infiniband.bth.opcode_raw" is BTH's "opcode"). The
+    bitmask says which bits of those bytes a field of less than a byte holds (BTH's "se" is 0x80 of its
+    byte); a field outside the frame's SIZE bytes is left out."""
+    found = {}
+
+    def walk(node):
+        for key, v in node.items():
+            if isinstance(v, dict):
+                walk(v)
+            elif key.endswith("_raw") and isinstance(v, list) and len(v) >= 4 and \
+                    all(isinstance(n, int) for n in v[1:4]) and 0 <= v[1] and 0 < v[2] and v[1] + v[2] <= size:
+                header, name = header_of(key[:-len("_raw")])
+                if header is not None:
+                    found.setdefault(header, {}).setdefault(name, v[1:4] if v[3] else v[1:3])
+    walk(layers)
     return found

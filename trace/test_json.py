@@ -109,6 +109,13 @@ class LadderRun(unittest.TestCase):
                                  "payload": (70, 28), "ICRC": (98, 4)})
         frame = bytes.fromhex(write["bytes"])
         self.assertEqual(len(frame), 102)
+        # where each field lies (those the saved output kept): bytes, and the bits of a byte a flag holds
+        self.assertEqual(list(write["field_spans"]), list(write["headers"]))
+        self.assertEqual(write["field_spans"]["BTH"], {"opcode": [42, 1], "se": [43, 1, 128], "destqp": [47, 3],
+                                                       "psn": [51, 3]})
+        self.assertEqual(write["field_spans"]["RETH"], {"va": [54, 8], "r_key": [62, 4], "dmalen": [66, 4]})
+        self.assertEqual(frame[66:70], (25).to_bytes(4, "big"))  # RETH's length, where its span says
+        self.assertEqual(ack["field_spans"]["AETH"], {})  # (none kept for frame 2)
         self.assertEqual(frame[42], 0x0A)  # the BTH begins with the opcode
         self.assertEqual(frame[70:95], b"Hello from the requester!")
         self.assertEqual({k: ack[k] for k in ("from", "to", "opcode", "qp", "psn")},
@@ -201,7 +208,12 @@ class Records(unittest.TestCase):
                   "eth_raw": ["0a0b", 0, 2, 0, 1], "data_raw": ["0c0d0e", 2, 3, 0, 1],  # beyond the frame: left out
                   "infiniband": {"infiniband.bth_raw": "not a list"}}
         found = record.frames(json.dumps([{"_source": {"layers": layers}}, {"_source": {}}, "junk"]))
-        self.assertEqual(found, {7: {"bytes": "0a0b0c0d", "spans": [{"header": "Ethernet", "offset": 0, "length": 2}]}})
+        self.assertEqual(found, {7: {"bytes": "0a0b0c0d", "spans": [{"header": "Ethernet", "offset": 0, "length": 2}],
+                                     "field_spans": {}}})
+        layers["infiniband"] = {"infiniband.bth.opcode_raw": ["0a", 2, 1, 0, 4], "infiniband.bth.se_raw": ["0", 3, 1, 128, 2],
+                                "infiniband.bth.psn_raw": ["2f92aa", 3, 3, 0, 6]}  # (beyond the frame: left out)
+        found = record.frames(json.dumps([{"_source": {"layers": layers}}]))
+        self.assertEqual(found[7]["field_spans"], {"BTH": {"opcode": [2, 1], "se": [3, 1, 128]}})
 
 
 class Paths(unittest.TestCase):
