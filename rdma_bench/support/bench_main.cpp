@@ -52,12 +52,13 @@ std::string responder_connect_text(const rdma_samples::Args &args)
 std::string measure_text(const Options &opt)
 {
     char line[256];
-    std::snprintf(line, sizeof line,
-                  "measure %s %s: %u iterations per size%s after %lld warm-up, %s polling, batches of %u, chains of %u%s",
-                  op_name(opt.op), opt.mode == Mode::bw ? "bandwidth" : "latency", opt.iters,
-                  opt.qps > 1 ? (" on each of " + std::to_string(opt.qps) + " QPs").c_str() : "",
-                  static_cast<long long>(opt.warmup), opt.events ? "event" : "busy", opt.poll_batch, opt.post_list,
-                  opt.extended ? ", posted with ibv_wr_*()" : "");
+    std::snprintf(
+        line, sizeof line,
+        "measure %s %s: %u iterations per size%s after %lld warm-up, %s polling, batches of %u, chains of %u%s",
+        op_name(opt.op), opt.mode == Mode::bw ? "bandwidth" : "latency", opt.iters,
+        opt.qps > 1 ? (" on each of " + std::to_string(opt.qps) + " QPs").c_str() : "",
+        static_cast<long long>(opt.warmup), opt.events ? "event" : "busy", opt.poll_batch, opt.post_list,
+        opt.extended ? ", posted with ibv_wr_*()" : "");
     return line;
 }
 
