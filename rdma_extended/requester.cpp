@@ -22,7 +22,10 @@
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/text.hpp>
 
+#include <sys/utsname.h>
+
 #include <cstring>
+#include <optional>
 #include <string>
 
 using namespace rdma_samples;
@@ -30,9 +33,11 @@ using namespace rdma_extended;
 
 /** This program's own flags; the common ones are in Args. */
 struct Options {
-    std::uint64_t add = 5;    ///< --add: what fetch-and-add adds
-    std::uint64_t swap = 100; ///< --swap: what compare-and-swap writes
-    bool timestamps = false;  ///< --timestamps: ask the CQ for completion timestamps too
+    std::uint64_t add = 5;                     ///< --add: what fetch-and-add adds
+    std::uint64_t swap = 100;                  ///< --swap: what compare-and-swap writes
+    bool timestamps = false;                   ///< --timestamps: ask the CQ for completion timestamps too
+    std::optional<std::uint64_t> atomic_write; ///< --atomic-write VALUE: an RDMA atomic write after the swap
+    bool ignore_capability = false; ///< --ignore-capability: post the atomic write although the device lacks it
 };
 
 /** Our registered memory: what we send from, and where READ and the atomics put what they fetch. */
@@ -45,14 +50,57 @@ struct Local {
 };
 
 /** The work requests' ids: each completion names its request by them. */
-enum WrId : std::uint64_t { write_id = 1, write_imm_id, send_id, read_id, fetch_add_id, compare_swap_id, goodbye_id };
+enum WrId : std::uint64_t {
+    write_id = 1,
+    write_imm_id,
+    send_id,
+    read_id,
+    fetch_add_id,
+    compare_swap_id,
+    atomic_write_id,
+    goodbye_id
+};
+
+//! [atomic_write_cap]
+// RDMA atomic write (IBTA 1.5, 2020) is a capability of the device: bit 40 of device_cap_flags_ex,
+// IB_UVERBS_DEVICE_ATOMIC_WRITE in the kernel's uapi (rdma/ib_user_verbs.h). Debian 12's libibverbs
+// headers (rdma-core 44) name no such bit, so it is defined here. Soft-RoCE sets it from Linux 6.2 on.
+constexpr std::uint64_t device_atomic_write = 1ULL << 40;
+//! [atomic_write_cap]
+
+/** The running kernel's release (uname -r), for a message. */
+static std::string kernel_release()
+{
+    utsname u{};
+    return uname(&u) == 0 ? u.release : "unknown";
+}
+
+/** Whether @p dev says it can do RDMA atomic write (ibv_query_device_ex()). */
+static bool has_atomic_write(const Device &dev)
+{
+    ibv_device_attr_ex attr{};
+    check_rc(ibv_query_device_ex(dev.ctx.get(), nullptr, &attr), "ibv_query_device_ex");
+    return (attr.device_cap_flags_ex & device_atomic_write) != 0;
+}
 
 static void run(const Args &args, const Options &opt)
 {
+    if (opt.ignore_capability && !opt.atomic_write)
+        throw UsageError("--ignore-capability: only with --atomic-write", "add --atomic-write N, or leave it out");
     step(1, "open an RDMA device, check it has immediate data and atomics, allocate a protection domain");
     Device dev = open_device(args.device, args.gid_index);
     require_immediate_data(dev); // (none on iWARP)
     require_atomics(dev);        // ours issues them; the responder's device, which executes them, checks its own
+    if (opt.atomic_write && !has_atomic_write(dev)) {
+        if (!opt.ignore_capability)
+            throw Error(
+                "device " + dev.name +
+                    " cannot do RDMA atomic write (bit 40 of device_cap_flags_ex, IB_UVERBS_DEVICE_ATOMIC_WRITE, "
+                    "is clear; Soft-RoCE sets it from Linux 6.2, this kernel is " +
+                    kernel_release() + ")",
+                "run without --atomic-write, or on a kernel whose rxe has it (./lab vm --kernel 6.12)");
+        info("(demonstration) device %s does not advertise RDMA atomic write: posting one anyway", dev.name.c_str());
+    }
     PdPtr pd(check(ibv_alloc_pd(dev.ctx.get()), "ibv_alloc_pd"));
     info("device %s, port %u, GID index %d (%s)", dev.name.c_str(), dev.port, dev.gid_index,
          gid_to_string(dev.gid).c_str());
@@ -104,6 +152,8 @@ static void run(const Args &args, const Options &opt)
     qp_attr.send_ops_flags = IBV_QP_EX_WITH_RDMA_WRITE | IBV_QP_EX_WITH_RDMA_WRITE_WITH_IMM | IBV_QP_EX_WITH_SEND |
                              IBV_QP_EX_WITH_RDMA_READ | IBV_QP_EX_WITH_ATOMIC_FETCH_AND_ADD |
                              IBV_QP_EX_WITH_ATOMIC_CMP_AND_SWP;
+    if (opt.atomic_write)
+        qp_attr.send_ops_flags |= IBV_QP_EX_WITH_ATOMIC_WRITE;
     QpPtr qp(check(ibv_create_qp_ex(dev.ctx.get(), &qp_attr), "ibv_create_qp_ex"));
     ibv_qp_ex *qpx = ibv_qp_to_qp_ex(qp.get()); // the same QP, seen through its ibv_wr_*() calls
     //! [create_qp_ex]
@@ -217,11 +267,21 @@ static void run(const Args &args, const Options &opt)
     qpx->wr_flags = IBV_SEND_SIGNALED;
     ibv_wr_atomic_cmp_swp(qpx, remote.rkey, counter, found + opt.add, opt.swap);
     ibv_wr_set_sge(qpx, mr->lkey, at(&local->old[1]), sizeof(std::uint64_t));
+    if (opt.atomic_write) {
+        //! [atomic_write]
+        // RDMA atomic write: 8 bytes placed at once (no reader of the counter sees half of them), ordered
+        // like a WRITE, nothing fetched back. The value travels in the request (no local buffer, no sge).
+        qpx->wr_id = atomic_write_id;
+        qpx->wr_flags = IBV_SEND_SIGNALED;
+        ibv_wr_atomic_write(qpx, remote.rkey, counter, &*opt.atomic_write);
+        //! [atomic_write]
+    }
     qpx->wr_id = goodbye_id;
     qpx->wr_flags = IBV_SEND_SIGNALED;
     ibv_wr_send(qpx);
     ibv_wr_set_sge_list(qpx, 0, nullptr); // no data: the message itself is the signal
-    check_post(ibv_wr_complete(qpx), "ibv_wr_complete(compare-and-swap, goodbye)");
+    check_post(ibv_wr_complete(qpx), opt.atomic_write ? "ibv_wr_complete(compare-and-swap, atomic write, goodbye)"
+                                                      : "ibv_wr_complete(compare-and-swap, goodbye)");
     //! [second_batch]
     const Done cas = next_done(send_cq.get(), cq_attr.wc_flags, args.timeout_s,
                                "the completion of the compare-and-swap", dev.ctx.get());
@@ -229,10 +289,18 @@ static void run(const Args &args, const Options &opt)
     const bool swapped = local->old[1] == found + opt.add;
     result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(local->old[1]),
            swapped ? "swapped" : "not swapped (another requester changed the counter)");
+    std::uint64_t final_value = swapped ? opt.swap : local->old[1];
+    if (opt.atomic_write) {
+        check_done(next_done(send_cq.get(), cq_attr.wc_flags, args.timeout_s, "the completion of the atomic write",
+                             dev.ctx.get()),
+                   IBV_WC_ATOMIC_WRITE, "the RDMA atomic write");
+        result("Atomic write: %llu placed", static_cast<unsigned long long>(*opt.atomic_write));
+        final_value = *opt.atomic_write;
+    }
     check_done(
         next_done(send_cq.get(), cq_attr.wc_flags, args.timeout_s, "the completion of the goodbye", dev.ctx.get()),
         IBV_WC_SEND, "the goodbye SEND");
-    result("Expected final counter value: %llu", static_cast<unsigned long long>(swapped ? opt.swap : local->old[1]));
+    result("Expected final counter value: %llu", static_cast<unsigned long long>(final_value));
 
     if (args.use_cm) {
         step(8, "disconnect: RDMA CM tells the responder we are done");
@@ -253,6 +321,12 @@ int main(int argc, char **argv)
                           [&](const std::string &v) { opt.add = parse_number("--add", v, 0, UINT64_MAX); }});
     spec.extra.push_back({"swap", "N", "what compare-and-swap writes", "100",
                           [&](const std::string &v) { opt.swap = parse_number("--swap", v, 0, UINT64_MAX); }});
+    spec.extra.push_back(
+        {"atomic-write", "N", "after compare-and-swap, an RDMA atomic write of N into the counter (Linux 6.2+ on rxe)",
+         "off", [&](const std::string &v) { opt.atomic_write = parse_number("--atomic-write", v, 0, UINT64_MAX); }});
+    spec.extra.push_back({"ignore-capability", "",
+                          "demonstration: post the atomic write although the device does not advertise it", "",
+                          [&](const std::string &) { opt.ignore_capability = true; }});
     spec.extra.push_back({"timestamps", "", "also ask the CQ for completion timestamps (Soft-RoCE has none)", "",
                           [&](const std::string &) { opt.timestamps = true; }});
     return run_sample(spec, argc, argv, [&](const Args &args) { run(args, opt); });

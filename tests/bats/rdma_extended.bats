@@ -20,7 +20,7 @@ every_operation_arrived() {
     assert_peer_line "WRITE with immediate 0xabcd: $((${#1} + 17)) bytes, \"$1 (with immediate)\""
     assert_peer_line 'SEND: 23 bytes, "sent with ibv_wr_send()"'
     assert_peer_line "WRITE: \"$1\""
-    assert_peer_line "Counter after fetch-and-add and compare-and-swap: 100"
+    assert_peer_line "Counter after the requester's atomics: 100"
     assert_peer_line --index -1 "Sample finished successfully"
 }
 
@@ -49,7 +49,7 @@ every_operation_arrived() {
     assert_line "Compare-and-swap: found 2, swapped"
     assert_peer_line "WRITE: \"$FORTY\""
     assert_peer_line "WRITE with immediate 0xabcd: 57 bytes, \"$FORTY (with immediate)\""
-    assert_peer_line "Counter after fetch-and-add and compare-and-swap: 7"
+    assert_peer_line "Counter after the requester's atomics: 7"
 }
 
 @test "extended -cm: the same operations after an RDMA CM connection" {
@@ -84,4 +84,40 @@ every_operation_arrived() {
     assert_line "requester: step 4 failed: the responder exports 256 bytes, access local_write|remote_write: not the 136-byte, 8-byte aligned region with remote write, read and atomic this pair needs"
     assert_line "hint: run rdma_extended_responder on the other side"
     refute_line --partial "step 5:"
+}
+
+# RDMA atomic write: Soft-RoCE has it from Linux 6.2. The suite runs on the VM's default kernel (Debian
+# 12's 6.1), and again on 6.12 (RDMA_SAMPLES_VM_KERNEL=6.12, the meson test rdma_extended_6.12).
+kernel_has_atomic_write() { [ "${RDMA_SAMPLES_VM_KERNEL:-}" = 6.12 ]; }
+
+@test "extended: --atomic-write: on 6.12 the counter holds the value written; on 6.1 step 1 refuses and names the kernel" {
+    if kernel_has_atomic_write; then
+        run_pair "$RESPONDER" $(responder_paths) -t 20 -- "$REQUESTER" $(requester_paths) -t 20 --atomic-write 0x1122334455667788
+        assert_success
+        assert_line "Compare-and-swap: found 5, swapped"
+        assert_line "Atomic write: 1234605616436508552 placed"
+        assert_line "Expected final counter value: 1234605616436508552"
+        assert_peer_line "Counter after the requester's atomics: 1234605616436508552"
+        assert_peer_line --index -1 "Sample finished successfully"
+    else
+        run -1 "$REQUESTER" $(requester_paths) -t 5 --atomic-write 7
+        assert_line --regexp "^requester: step 1 failed: device [a-z0-9_]+ cannot do RDMA atomic write \(bit 40 of device_cap_flags_ex, IB_UVERBS_DEVICE_ATOMIC_WRITE, is clear; Soft-RoCE sets it from Linux 6\.2, this kernel is 6\.1\.[^)]*\)$"
+        assert_line "hint: run without --atomic-write, or on a kernel whose rxe has it (./lab vm --kernel 6.12)"
+    fi
+}
+
+@test "extended: --atomic-write --ignore-capability on 6.1: the atomic write fails with IBV_WC_LOC_QP_OP_ERR, and the goodbye behind it never arrives" {
+    kernel_has_atomic_write && skip "a statement about Linux 6.1's rxe"
+    RUN_FLAGS=-1 PEER_TIMEOUT=30 run_pair "$RESPONDER" $(responder_paths) -t 6 -- "$REQUESTER" $(requester_paths) -t 20 --atomic-write 7 --ignore-capability
+    assert_line --partial "(demonstration) device"
+    assert_line "Compare-and-swap: found 5, swapped"
+    assert_line --regexp "^requester: step 7 failed: the RDMA atomic write completed with IBV_WC_LOC_QP_OP_ERR"
+    assert_equal "$peer_status" 1
+    assert_peer_line "responder: step 6 failed: timed out after 6 s waiting for the requester's goodbye"
+}
+
+@test "extended: --ignore-capability alone is a usage error" {
+    run -2 --separate-stderr "$REQUESTER" $(requester_paths) --ignore-capability
+    assert_equal "$stderr" "rdma_extended_requester: --ignore-capability: only with --atomic-write
+hint: add --atomic-write N, or leave it out"
 }

@@ -265,7 +265,7 @@ assert_every_pair_said_so() {
     said 7 responder "Signaling sync event" "Sync event completion value 0xffffffffffffffff received"
     assert_equal "$(grep -c 'one message per connection' "$TRACE/8/responder.out")" 2
     said 10 requester 'READ brought back: "through ibv_wr_*()"' "Compare-and-swap: found 5, swapped"
-    said 10 responder 'WRITE: "through ibv_wr_*()"' "Counter after fetch-and-add and compare-and-swap: 100"
+    said 10 responder 'WRITE: "through ibv_wr_*()"' "Counter after the requester's atomics: 100"
 }
 
 # capture_every_pair FLOW: run wire_batch FLOW through trace/trace (the build under test); the

@@ -21,8 +21,24 @@ build_sum() {
     { declare -f build; printf '%s\n' "${modules[@]}" -- "${siw_modules[@]}"; cat "$here/init"; } | md5sum | cut -c1-12
 }
 
+# The kernel series the VM boots: Debian 12's own (linux-image-amd64, 6.1) unless RDMA_SAMPLES_VM_KERNEL
+# names another series Debian 12 ships (6.12, from bookworm-security: linux-image-6.12-amd64). Each
+# series keeps its own package, build and siw.ko in the cache, so that two kernels alternate freely.
+kernel_series() {
+    local k=${RDMA_SAMPLES_VM_KERNEL:-}
+    case "$k" in
+    "" | default) echo "" ;;
+    *) [[ $k =~ ^[0-9]+\.[0-9]+$ ]] || usage_error "RDMA_SAMPLES_VM_KERNEL=$k: expected a kernel series such as 6.12"
+        echo "$k" ;;
+    esac
+}
+kernel_meta() { local k; k=$(kernel_series); echo "linux-image-${k:+$k-}amd64"; }
+# Where the series' kernel package is kept, and the file that names the package its last prepare resolved.
+deb_dir() { local k; k=$(kernel_series); echo "$cache/deb${k:+-$k}"; }
+package_file() { local k; k=$(kernel_series); echo "$cache/package${k:+-$k}"; }
+
 kernel_package() {
-    apt-cache depends linux-image-amd64 2>/dev/null |
+    apt-cache depends "$(kernel_meta)" 2>/dev/null |
         awk '$1 ~ /Depends:$/ && $2 ~ /^linux-image-[0-9]/ {print $2; exit}'
 }
 
@@ -33,10 +49,11 @@ apt_fail() { grep -E '^(E|W|Err):' "$1" 2>/dev/null | tail -n 1 | cut -c1-200; }
 build() {
     local pkg=$1 dest=$2
     work=$(mktemp -d "$cache/work.XXXXXX")
-    # The package is kept in $cache/deb (one kernel), so that a new version of this harness rebuilds
-    # without downloading again.
-    local deb
-    deb=$(find "$cache/deb" -maxdepth 1 -name "${pkg}_*.deb" 2>/dev/null | head -n 1 || true)
+    # The package is kept in $(deb_dir) (one kernel per series), so that a new version of this harness
+    # rebuilds without downloading again.
+    local deb debs
+    debs=$(deb_dir)
+    deb=$(find "$debs" -maxdepth 1 -name "${pkg}_*.deb" 2>/dev/null | head -n 1 || true)
     if [ -z "$deb" ]; then
         say "downloading $pkg (apt-get download; nothing is installed)"
         if ! (cd "$work" && apt-get download "$pkg") >"$work/apt.log" 2>&1; then
@@ -46,10 +63,10 @@ build() {
                 die "cannot download $pkg (network or apt sources unavailable?): $(apt_fail "$work/apt.log")"
             fi
         fi
-        rm -rf "$cache/deb"
-        mkdir -p "$cache/deb"
-        mv "$work"/*.deb "$cache/deb/"
-        deb=$(find "$cache/deb" -maxdepth 1 -name "${pkg}_*.deb" | head -n 1)
+        rm -rf "$debs"
+        mkdir -p "$debs"
+        mv "$work"/*.deb "$debs/"
+        deb=$(find "$debs" -maxdepth 1 -name "${pkg}_*.deb" | head -n 1)
     fi
     say "unpacking ${deb##*/}"
     dpkg -x "$deb" "$work/k"
@@ -59,12 +76,19 @@ build() {
     depmod -b "$work/k" "$kver"
 
     # The kernel, uncompressed: QEMU boots an ELF vmlinux directly, which saves seconds of emulated
-    # decompression. The bzImage holds an XZ stream: cut from its magic (FD 37 7A 58 5A 00), unpack.
+    # decompression. The bzImage holds an XZ stream (Debian's 6.1) or a zstd one (its 6.12): cut from
+    # the magic (FD 37 7A 58 5A 00, or 28 B5 2F FD), unpack.
     say "uncompressing the kernel $kver"
     local bz=$work/k/boot/vmlinuz-$kver off
     off=$(LC_ALL=C grep -obUaP '\xfd7zXZ\x00' "$bz" | head -n 1 | cut -d: -f1 || true)
-    [ -n "$off" ] || die "no XZ stream in $bz"
-    tail -c +$((off + 1)) "$bz" | xz -dc --single-stream >"$work/vmlinux" 2>/dev/null || true
+    if [ -n "$off" ]; then
+        tail -c +$((off + 1)) "$bz" | xz -dc --single-stream >"$work/vmlinux" 2>/dev/null || true
+    else
+        off=$(LC_ALL=C grep -obUaP '\x28\xb5\x2f\xfd' "$bz" | head -n 1 | cut -d: -f1 || true)
+        [ -n "$off" ] || die "no XZ or zstd stream in $bz"
+        # (zstd stops at the end of its frame; what follows in the bzImage is ignored)
+        tail -c +$((off + 1)) "$bz" | zstd -dcq 2>/dev/null >"$work/vmlinux" || true
+    fi
     [ -s "$work/vmlinux" ] || die "could not unpack the kernel from $bz"
 
     # The modules and their dependencies, in load order (modprobe --show-depends lists a module's
@@ -79,8 +103,11 @@ build() {
             order=siw.order
             continue
         fi
-        modprobe -d "$work/k" -S "$kver" --show-depends "$m" >"$work/deps" 2>&1 ||
+        if ! modprobe -d "$work/k" -S "$kver" --show-depends "$m" >"$work/deps" 2>&1; then
+            # fscache became part of netfs in Linux 6.8: a later kernel has no module of that name.
+            [ "$m" != fscache ] || continue
             die "module $m not found in $pkg: $(head -n 1 "$work/deps")"
+        fi
         while read -r kind f _; do
             [ "$kind" = insmod ] || continue
             name=$(basename "$f")
@@ -114,8 +141,8 @@ build() {
 }
 
 # One folder per kernel package and per version of this harness ($cache/PACKAGE-SUM), so that checkouts
-# of different versions share the cache and boot at the same time; $cache/package names the kernel
-# package that the last prepare resolved.
+# of different versions share the cache and boot at the same time; $(package_file) names the kernel
+# package that the last prepare of the series resolved.
 built() { [ -f "$1/initrd.gz" ] && [ -f "$1/vmlinux" ]; }
 
 cmd_prepare() {
@@ -130,22 +157,22 @@ cmd_prepare() {
     if command -v apt-cache >/dev/null; then
         pkg=$(kernel_package)
         if [ -z "$pkg" ] && [ "$(id -u)" = 0 ]; then
-            say "apt knows no linux-image-amd64; refreshing the package lists (apt-get update)"
+            say "apt knows no $(kernel_meta); refreshing the package lists (apt-get update)"
             apt-get update -qq >/dev/null 2>&1 || true
             pkg=$(kernel_package)
         fi
     fi
     if [ -z "$pkg" ]; then
         # No apt answer: keep the newest build of this version, if any.
-        for d in "$cache"/linux-image-*-"$sum"; do
+        for d in "$cache"/linux-image-"$(kernel_series)"*-"$sum"; do
             if built "$d"; then
-                say "cannot resolve linux-image-amd64 with apt; keeping ${d##*/}"
+                say "cannot resolve $(kernel_meta) with apt; keeping ${d##*/}"
                 kdir=$d
                 exec 9>&-
                 return 0
             fi
         done
-        die "cannot resolve Debian's linux-image-amd64 (apt-cache depends linux-image-amd64 gave nothing; apt-get update as root, or no Debian apt here)"
+        die "cannot resolve Debian's $(kernel_meta) (apt-cache depends $(kernel_meta) gave nothing; apt-get update as root, or no Debian apt here)"
     fi
     kdir=$cache/$pkg-$sum
     if ! built "$kdir"; then
@@ -159,14 +186,14 @@ cmd_prepare() {
             rm -rf "$d"
     done
     echo "$pkg" >"$cache/package.$$"
-    mv "$cache/package.$$" "$cache/package"
+    mv "$cache/package.$$" "$(package_file)"
     exec 9>&-
 }
 
 # run, shell and check prepare only when nothing usable is there (asking apt costs a second or two).
 ensure_prepared() {
     local pkg
-    pkg=$(cat "$cache/package" 2>/dev/null) || pkg=
+    pkg=$(cat "$(package_file)" 2>/dev/null) || pkg=
     kdir=$cache/$pkg-$(build_sum)
     if [ -z "$pkg" ] || ! built "$kdir"; then cmd_prepare; fi
     touch "$kdir/used" 2>/dev/null || true

@@ -46,11 +46,13 @@ siw_build() {
     # The headers' Makefile includes the common headers by their installed path: point it at the copy.
     local hdr=$w/root/usr/src/linux-headers-$siw_kver
     echo "include $w/root/usr/src/linux-headers-${siw_kver%-*}-common/Makefile" >"$hdr/Makefile"
+    # (no BTF type information for the module: it needs pahole, and nothing here reads it; 6.12's
+    # kbuild would fail without it)
     say "siw: building siw.ko against $siw_kver"
     mkdir "$w/siw"
     if ! tar -xJf "$w/root/usr/src/linux-source-$siw_series.tar.xz" -C "$w/siw" --strip-components=5 \
         "linux-source-$siw_series/drivers/infiniband/sw/siw" >>"$w/build.log" 2>&1 ||
-        ! make -C "$hdr" M="$w/siw" CONFIG_RDMA_SIW=m modules >>"$w/build.log" 2>&1; then
+        ! make -C "$hdr" M="$w/siw" CONFIG_RDMA_SIW=m CONFIG_DEBUG_INFO_BTF_MODULES= modules >>"$w/build.log" 2>&1; then
         p=$(grep -E 'error|Error' "$w/build.log" | head -n 1 | cut -c1-160)
         rm -rf "$w"
         siw_fail "the build failed${p:+: $p}"
@@ -70,11 +72,11 @@ ensure_siw() {
     siw_series=$(echo "$siw_kver" | cut -d. -f1,2)
     siw_ver=
     local deb
-    deb=$(find "$cache/deb" -maxdepth 1 -name "linux-image-${siw_kver}_*.deb" 2>/dev/null | head -n 1)
+    deb=$(find "$(deb_dir)" -maxdepth 1 -name "linux-image-${siw_kver}_*.deb" 2>/dev/null | head -n 1)
     [ -z "$deb" ] || siw_ver=$(dpkg-deb -f "$deb" Version 2>/dev/null) || siw_ver=
     if [ -z "$siw_ver" ]; then
         siw_ver=unknown
-        siw_fail "the kernel package's version is unknown (no linux-image-$siw_kver package in $cache/deb)"
+        siw_fail "the kernel package's version is unknown (no linux-image-$siw_kver package in $(deb_dir))"
         return 1
     fi
     local dest=$cache/siw-$siw_kver-$siw_ver
@@ -86,8 +88,9 @@ ensure_siw() {
     if [ ! -f "$siw_ko" ]; then
         siw_build "$dest" || { exec 8>&-; return 1; }
         say "siw: ready: $siw_ko"
-        # The modules of other kernels (or package versions) are never booted again: one siw-* stays.
-        find "$cache" -maxdepth 1 -name 'siw-*' ! -name "siw-$siw_kver-$siw_ver" -exec rm -rf {} +
+        # The modules of other releases of this series (or package versions) are never booted again: one
+        # siw-* stays per series.
+        find "$cache" -maxdepth 1 -name "siw-$siw_series.*" ! -name "siw-$siw_kver-$siw_ver" -exec rm -rf {} +
     fi
     exec 8>&-
 }
