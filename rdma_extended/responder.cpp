@@ -122,8 +122,7 @@ static void run(const Args &args)
     //! [poll_recv]
     // The goodbye came after the requester's last atomic: what our memory holds now is final.
     result("WRITE: %s", quote(text_of(exported->written, sizeof exported->written)).c_str());
-    result("Counter after the requester's atomics: %llu",
-           static_cast<unsigned long long>(exported->counter));
+    result("Counter after the requester's atomics: %llu", static_cast<unsigned long long>(exported->counter));
 
     step(7, args.use_cm ? "disconnect from the requester (RDMA CM)"
                         : "keep the QP a moment: if our ACK of the goodbye was lost, the requester resends it");
