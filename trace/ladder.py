@@ -31,6 +31,8 @@ OPCODES = {
     0x0F: "RDMA READ Response Last", 0x10: "RDMA READ Response Only",
     0x11: "Acknowledge", 0x12: "ATOMIC Acknowledge", 0x13: "CmpSwap", 0x14: "FetchAdd",
     0x16: "SEND Last with Invalidate", 0x17: "SEND Only with Invalidate",
+    # IBTA 1.5 (2020): Debian 12's tshark 4.0 names neither, and leaves what follows the BTH undecoded
+    0x1C: "FLUSH", 0x1D: "ATOMIC WRITE",
     0x64: "UD SEND Only", 0x65: "UD SEND Only with Immediate",
 }
 RESPONSES = {0x0D, 0x0E, 0x0F, 0x10, 0x11, 0x12}
@@ -61,7 +63,7 @@ FIELDS = ["frame.time_relative", "frame.number", "ip.src", "ip.dst", "infiniband
           "infiniband.cm.req.retrcount", "infiniband.cm.req.rnrretrcount", "infiniband.cm.rep.localqpn",
           "infiniband.cm.rep.startpsn", "infiniband.cm.rep.respres", "infiniband.cm.rep.initdepth",
           "infiniband.cm.rej.reason", "infiniband.deth.q_key", "infiniband.deth.srcqp", "igmp.type", "igmp.maddr",
-          "igmp.record_type",
+          "igmp.record_type", "infiniband.vendor",
           # not in the lines, only in the records of --json: what else the headers carry
           "ip.dsfield.dscp", "ip.dsfield.ecn", "ip.ttl", "udp.srcport", "udp.dstport", "infiniband.bth.m",
           "infiniband.bth.tver", "infiniband.bth.p_key", "infiniband.invariant.crc", "infiniband.mad.mgmtclass",
@@ -84,8 +86,13 @@ def syndrome(s, msn):
     return f"syndrome 0x{s:02x}"
 
 
+# Fields whose last occurrence is the one wanted: tshark 4.0 shows the bytes after the BTH of an opcode it
+# does not know (ATOMIC WRITE) as a 4-byte piece first, then all of them.
+LAST_OCCURRENCE = {"infiniband.vendor"}
+
+
 def tshark_rows(pcap, fields=FIELDS, display_filter=FILTER):
-    cmd = ["tshark", "-r", pcap, "-Y", display_filter, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=f"]
+    cmd = ["tshark", "-r", pcap, "-Y", display_filter, "-T", "fields", "-E", "separator=\t", "-E", "occurrence=a"]
     for f in fields:
         cmd += ["-e", f]
     res = subprocess.run(cmd, capture_output=True, text=True)
@@ -95,7 +102,8 @@ def tshark_rows(pcap, fields=FIELDS, display_filter=FILTER):
     for line in res.stdout.splitlines():
         cols = line.split("\t")
         cols += [""] * (len(fields) - len(cols))
-        yield dict(zip(fields, cols))
+        # every field's first occurrence (a list is comma-separated), but those whose last one is wanted
+        yield {f: c.split(",")[-1 if f in LAST_OCCURRENCE else 0] for f, c in zip(fields, cols)}
 
 
 def describe(row, seen):
@@ -130,6 +138,11 @@ def describe(row, seen):
             reason = number(row["infiniband.cm.rej.reason"])
             details.append(f"reason {reason}: {REJ_REASONS.get(reason, 'see IBTA table 112')}")
         return name, details
+    if op == 0x1D:  # RETH (address, rkey, length 8), then the 8 bytes it places, then the ICRC
+        v = raw_bytes(row["infiniband.vendor"])
+        if len(v) >= 24:
+            details.append(f"addr 0x{int.from_bytes(v[0:8], 'big'):x} rkey 0x{int.from_bytes(v[8:12], 'big'):x} "
+                           f"length {int.from_bytes(v[12:16], 'big')}; 8 bytes {preview(v[16:24])}")
     if row["infiniband.reth.va"] and op not in (0x13, 0x14):
         details.append(f"addr 0x{number(row['infiniband.reth.va']):x} rkey 0x{number(row['infiniband.reth.r_key']):x} "
                        f"length {number(row['infiniband.reth.dmalen'])}")
@@ -150,7 +163,7 @@ def describe(row, seen):
     # The payload follows the headers, padded to 4 bytes; the BTH says how many pad bytes there are.
     payload = raw_bytes(row["data.data"])
     payload = payload[:len(payload) - (number(row["infiniband.bth.padcnt"]) or 0)]
-    if op not in (0x0C, 0x11, 0x12, 0x13, 0x14):  # the packets that carry data
+    if op not in (0x0C, 0x11, 0x12, 0x13, 0x14, 0x1C, 0x1D):  # the packets that carry data (tshark decoded)
         details.append(f"{len(payload)} bytes" + (f" {preview(payload)}" if payload else ""))
     if op not in RESPONSES:
         key = (qp, psn)

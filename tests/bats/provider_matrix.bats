@@ -4,7 +4,8 @@
 # the line the programs printed), or failed. ./lab test runs it on Soft-iWARP (run-bats --provider siw),
 # where the pairs that need what iWARP lacks must refuse at once, at step 1, with one line naming it;
 # on Soft-RoCE or InfiniBand every cell passes. The table is printed as TAP comments and written to
-# $RDMA_SAMPLES_BUILD/provider-matrix-<device>.txt (e.g. siw0).
+# $RDMA_SAMPLES_BUILD/provider-matrix-<device>-<kernel release>.txt (e.g. siw0-6.1.0-56-amd64): ./lab
+# test runs it on two kernels (RDMA_SAMPLES_VM_KERNEL).
 
 load test_helper/common
 
@@ -16,16 +17,17 @@ setup_file() {
     TRANSPORT=$(sed -n 's/^[[:space:]]*transport:[[:space:]]*\([A-Za-z]*\).*/\1/p' <<<"$info" | head -n 1)
     # (siw's vendor_id, SIW_VENDOR_ID: the samples name Soft-iWARP's lack of immediate data as siw's)
     VENDOR=$(sed -n 's/^[[:space:]]*vendor_id:[[:space:]]*//p' <<<"$info" | head -n 1)
-    export DEV TRANSPORT VENDOR
+    KERNEL=$(at_device uname -r)
+    export DEV TRANSPORT VENDOR KERNEL
     MATRIX=$BATS_FILE_TMPDIR/matrix
     export MATRIX
     : >"$MATRIX"
 }
 
 teardown_file() {
-    local out=$BUILD/provider-matrix-${DEV:-unknown}.txt
+    local out=$BUILD/provider-matrix-${DEV:-unknown}-${KERNEL:-unknown}.txt
     {
-        printf 'provider matrix on %s (transport %s): pair x flow\n' "${DEV:-?}" "${TRANSPORT:-?}"
+        printf 'provider matrix on %s (transport %s, Linux %s): pair x flow\n' "${DEV:-?}" "${TRANSPORT:-?}" "${KERNEL:-?}"
         [ ! -s "${MATRIX:-/nonexistent}" ] || awk -F'\t' '{ printf "  %-24s %-6s %s\n", $1, $2, $3 }' "$MATRIX"
     } >"$out.tmp" && mv "$out.tmp" "$out"
     sed 's/^/# /' "$out" >&3
