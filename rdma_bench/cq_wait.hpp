@@ -7,11 +7,14 @@
 
 #include <rdma_samples/async_events.hpp>
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/completions.hpp>
 #include <rdma_samples/cq_channel.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <sched.h>
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -40,6 +43,12 @@ public:
      *  @return how many were taken (1..batch), in wc() */
     int wait(const char *what)
     {
+        if (!early_.empty()) { // (adopt(): polled by the set-up before the loop began)
+            const std::size_t n = std::min(early_.size(), wc_.size());
+            std::copy_n(early_.begin(), n, wc_.begin());
+            early_.erase(early_.begin(), early_.begin() + static_cast<std::ptrdiff_t>(n));
+            return static_cast<int>(n);
+        }
         std::optional<rdma_samples::Deadline> deadline; // the clock is read only once the CQ has been empty a while
         for (std::uint64_t empty = 1;; ++empty) {
             //! [batch_poll]
@@ -82,6 +91,21 @@ public:
         }
     }
 
+    /**
+     * @brief Take over the completions of @p wr_id that the set-up's waits polled and kept. The set-up
+     * waits by wr_id (rdma_samples::Completions) for its own requests, such as our descriptor's SEND,
+     * whose ACK may be lost and resent: meanwhile the peer's first messages (a ping, a SEND, its goodbye)
+     * may complete, and are kept there. The next wait() returns them first, in the order they were polled.
+     * @param kept  the set-up's completions
+     * @param wr_id the wr_id of the receives this loop takes
+     */
+    void adopt(rdma_samples::Completions &kept, std::uint64_t wr_id)
+    {
+        ibv_wc wc{};
+        while (kept.take(wr_id, wc))
+            early_.push_back(wc);
+    }
+
     /** @brief The bound of one wait. @return -t, in seconds */
     int timeout_s() const { return timeout_s_; }
     /** @brief Whether busy polling yields the CPU now and then. @return false with --no-yield */
@@ -101,6 +125,7 @@ private:
     ibv_cq *cq_;
     ibv_comp_channel *channel_;
     std::vector<ibv_wc> wc_;
+    std::vector<ibv_wc> early_; // adopted completions not returned yet
     int timeout_s_;
     bool yield_;
 };

@@ -126,6 +126,10 @@ static void run(const Args &args, const Options &opt)
             ? "take the requester's messages, replacing each receive, until the goodbye on each QP"
             : std::string("wait for the goodbye on each QP; the ") + op_name(opt.op) + " itself gives us no completion";
     step(6, "%s", what.c_str());
+    // The set-up's waits may have polled the requester's first receives (its descriptor's SEND of ours
+    // completed late: its ACK was lost and resent): they are the loop's, not lost.
+    if (!passive)
+        loop.waiter.adopt(completions, recv_wr_id);
     if (ping_pong)
         answer_pings(loop);
     //! [idle]
@@ -135,6 +139,7 @@ static void run(const Args &args, const Options &opt)
     // when they share the machine's CPUs.
     if (passive) {
         CompletionWaiter sleeper(cq.get(), channel.get(), 1, args.timeout_s);
+        sleeper.adopt(completions, recv_wr_id); // (the goodbyes, if the set-up polled them already)
         while (!loop.all_goodbyes()) {
             const ibv_wc &wc = sleeper.wc(sleeper.wait("the requester's goodbye (give -t longer than the run)") - 1);
             check_wc(wc, IBV_WC_RECV, "the requester's goodbye");
