@@ -5,9 +5,10 @@
                          DIR/table.txt, DIR/summary.csv and DIR/*.svg; prints the table
     report.py --start CSV
                          start CSV (results.csv) with its header
-    report.py --add CSV TOOL TEST SIZE ITERS PAIR KNOB VALUE WAIT FIRST FILE
+    report.py --add CSV TOOL TEST SIZE ITERS PAIR KNOB VALUE WAIT FIRST FILE [API]
                          parse FILE, the output of one run of perftest (TOOL perftest) or rdma_bench
-                         (TOOL ours), and add its line to CSV; exit status 1 when FILE holds no result
+                         (TOOL ours), and add its line to CSV; exit status 1 when FILE holds no result.
+                         API: the posting API both tools used (classic or extended)
     report.py --start-profile CSV
                          start CSV (profile.csv) with its header
     report.py --add-count CSV API TOOL TEST SIZE WAIT COUNTER ITERS FILE
@@ -28,7 +29,7 @@ import sys
 from collections import defaultdict
 
 CSV_HEADER = ("tool,test,size,iters,pair,knob,value,wait,first,inline,cq_mod,qps,bw_MBps,rate_Mmsgps,lat_min_us,"
-              "lat_median_us,lat_p99_us,lat_p999_us,lat_max_us,user_us_per_op,sys_us_per_op")
+              "lat_median_us,lat_p99_us,lat_p999_us,lat_max_us,user_us_per_op,sys_us_per_op,api")
 
 # The numeric row of a result: a line of numbers only (bytes, iterations, then the measurements; perftest
 # prints a standard deviation of "-nan" when a sample overflows its sum).
@@ -72,7 +73,7 @@ def settings(tool, text):
     return found(OURS_SETTINGS, 2), found(OURS_SETTINGS, 1), found(OURS_QPS) or "1"
 
 
-def csv_line(tool, test, size, iters, pair, knob, value, wait, first, text):
+def csv_line(tool, test, size, iters, pair, knob, value, wait, first, text, api=""):
     """The results.csv line of one run (TEST such as write_bw), or None when TEXT holds no result."""
     row = result_row(text)
     if row is None:
@@ -80,13 +81,13 @@ def csv_line(tool, test, size, iters, pair, knob, value, wait, first, text):
     columns = COLUMNS.get((tool, test.split("_", 1)[-1]), {})
     measured = {m: (row[columns[m] - 1] if m in columns and columns[m] <= len(row) else "") for m in MEASUREMENTS}
     return ",".join([tool, test, size, iters, pair, knob, value, wait, first, *settings(tool, text)] +
-                    [measured[m] for m in MEASUREMENTS])
+                    [measured[m] for m in MEASUREMENTS] + [api])
 
 
-def add_run(csv_path, tool, test, size, iters, pair, knob, value, wait, first, path):
+def add_run(csv_path, tool, test, size, iters, pair, knob, value, wait, first, path, api=""):
     with open(path, errors="replace") as f:
         text = f.read()
-    line = csv_line(tool, test, size, iters, pair, knob, value, wait, first, text)
+    line = csv_line(tool, test, size, iters, pair, knob, value, wait, first, text, api)
     if line is None:
         print(f"bench: no result in {path}:", file=sys.stderr)
         sys.stderr.write("".join(text.splitlines(keepends=True)[-5:]))
@@ -173,18 +174,25 @@ def qps_of(row):
     return int(row.get("qps") or 1)
 
 
+def api_of(row):
+    """The posting API both tools used in a run: "classic" or "extended"; "" in a results.csv from before
+    the column (perftest posted the extended way then, rdma_bench the classic way)."""
+    return row.get("api") or ""
+
+
 def comparison(rows):
-    """(test, size, wait, qps) -> {tool: [rows]} for the perftest-vs-ours points (no knob)."""
+    """(test, size, wait, qps, api) -> {tool: [rows]} for the perftest-vs-ours points (no knob)."""
     pts = defaultdict(lambda: defaultdict(list))
     for r in rows:
         if r["knob"] == "":
-            pts[(r["test"], int(r["size"]), r.get("wait") or "busy", qps_of(r))][r["tool"]].append(r)
+            pts[(r["test"], int(r["size"]), r.get("wait") or "busy", qps_of(r), api_of(r))][r["tool"]].append(r)
     return pts
 
 
-def label(test, qps):
-    """A point's name in the table: the test, and its -q when there are several QPs ("write_bw -q4")."""
-    return test if qps == 1 else f"{test} -q{qps}"
+def label(test, qps, api=""):
+    """A point's name in the table: the test, its -q when there are several QPs ("write_bw -q4"), and "ext"
+    when both tools posted with the extended API ("write_bw ext")."""
+    return test + ("" if qps == 1 else f" -q{qps}") + (" ext" if api == "extended" else "")
 
 
 def metric(test, size):
@@ -209,26 +217,29 @@ def used(rows):
 def table(rows, tcg=False):
     lines = []
     pts = comparison(rows)
-    width = max([11] + [len(label(test, qps)) + 1 for test, _, _, qps in pts]) # ("write_bw -q4 ": wider)
+    width = max([11] + [len(label(test, qps, api)) + 1 for test, _, _, qps, api in pts]) # ("write_bw -q4 ": wider)
     hdr = (f"{'test':<{width}}{'bytes':>6} {'wait':<7}{'metric':<10}{'perftest min/med/max':>24}  {'ours min/med/max':>24}"
            f"{'ratio':>7} {'range':>11}  {'verdict':<9}{'runs':>5}  {'I,Q perftest|ours'}")
     lines += [hdr, "-" * len(hdr)]
     summary = []
-    order = lambda k: (TESTS.index(k[0]) if k[0] in TESTS else 99, k[1], k[2], k[3])
-    for (test, size, wait, qps) in sorted(pts, key=order):
-        tools = pts[(test, size, wait, qps)]
+    order = lambda k: (TESTS.index(k[0]) if k[0] in TESTS else 99, k[1], k[2], k[3], k[4])
+    for (test, size, wait, qps, api) in sorted(pts, key=order):
+        tools = pts[(test, size, wait, qps, api)]
         pt, us = tools.get("perftest", []), tools.get("ours", [])
         name, field = metric(test, size)
         a, b = spread(values(pt, field)), spread(values(us, field))
         ratio, lo, hi, say = verdict(values(pt, field), values(us, field))
         show = lambda t: "-" if t is None else "/".join(fmt(v) for v in t)
         mark = "*" if tcg and wait == "busy" and test in PING_PONGS else ""
-        lines.append(f"{label(test, qps):<{width}}{size:>6} {wait + mark:<7}{name:<10}{show(a):>24}  {show(b):>24}"
+        lines.append(f"{label(test, qps, api):<{width}}{size:>6} {wait + mark:<7}{name:<10}{show(a):>24}  {show(b):>24}"
                      f"{'-' if ratio is None else f'{ratio:.2f}':>7} "
                      f"{'-' if lo is None else f'{lo:.2f}-{hi:.2f}':>11}  {say:<9}{min(len(pt), len(us)):>5}"
                      f"  {used(pt)}|{used(us)}")
-        summary.append([test, size, wait, qps, name, *(a or (None,) * 3), *(b or (None,) * 3), ratio, lo, hi, say])
-    if tcg and any(wait == "busy" and test in PING_PONGS for test, _, wait, _ in pts):
+        summary.append([test, size, wait, qps, name, *(a or (None,) * 3), *(b or (None,) * 3), ratio, lo, hi, say, api])
+    if any(api == "extended" for *_, api in pts):
+        lines.append("ext: both tools posted with the extended API (ibv_wr_*(), perftest's default); the other rows "
+                     "with ibv_post_send() (rdma_bench --api classic, perftest --use_old_post_send)")
+    if tcg and any(wait == "busy" and test in PING_PONGS for test, _, wait, _, _ in pts):
         lines.append("* a busy-polling ping-pong under single-threaded TCG: it measures the emulator's switch between "
                      "the two vCPUs (about 2 ms), not RDMA")
     return lines, summary
@@ -393,13 +404,16 @@ def svg_chart(path, title, xlabel, ylabel, series, logx=False, categorical=None)
 
 def plots(rows, outdir, groups):
     pts = comparison(rows)
+    # One API per plot: the classic one when the runs hold it (the knobs are measured with it too)
+    apis = {api for *_, api in pts}
+    shown = "classic" if "classic" in apis else min(apis, default="")
     written = []
     for test, field, ylabel, name in [("write_bw", "bw_MBps", "MB/s (2^20 bytes/s)", "bw_vs_size.svg"),
                                       ("write_lat", "lat_median_us", "median latency, us", "lat_vs_size.svg")]:
         series = []
         for tool, label in [("perftest", f"perftest ib_{test}"), ("ours", f"rdma_bench {test}")]:
-            series.append((label, [(size, median_of(t[tool], field)) for (tst, size, wait, qps), t in pts.items()
-                                   if tst == test and wait == "busy" and qps == 1 and t.get(tool)]))
+            series.append((label, [(size, median_of(t[tool], field)) for (tst, size, wait, qps, api), t in pts.items()
+                                   if tst == test and wait == "busy" and qps == 1 and api == shown and t.get(tool)]))
         if any(p for _, p in series):
             svg_chart(os.path.join(outdir, name), f"{test}: perftest and rdma_bench (medians)", "message size, bytes",
                       ylabel, series, logx=True)
@@ -422,7 +436,7 @@ def main():
         with open(sys.argv[2], "w") as f:
             f.write(headers[sys.argv[1]] + "\n")
         return 0
-    if sys.argv[1:2] == ["--add"] and len(sys.argv) == 13:
+    if sys.argv[1:2] == ["--add"] and len(sys.argv) in (13, 14):
         return add_run(*sys.argv[2:])
     if sys.argv[1:2] == ["--add-count"] and len(sys.argv) == 11:
         return add_count(*sys.argv[2:])
@@ -448,7 +462,7 @@ def main():
     with open(os.path.join(outdir, "summary.csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["test", "size", "wait", "qps", "metric", "perftest_min", "perftest_median", "perftest_max", "ours_min",
-                    "ours_median", "ours_max", "ratio", "ratio_low", "ratio_high", "verdict"])
+                    "ours_median", "ours_max", "ratio", "ratio_low", "ratio_high", "verdict", "api"])
         w.writerows(summary)
     written = plots(rows, outdir, groups)
     print(text, end="")

@@ -37,11 +37,11 @@ class CsvLine(unittest.TestCase):
         ]:
             with self.subTest(name):
                 self.assertEqual(self.line(tool, test, name, knob, value),
-                                 f"{tool},{test},64,500,1,{knob},{value},busy,1,{expected}")
+                                 f"{tool},{test},64,500,1,{knob},{value},busy,1,{expected},") # (no API given)
 
     def test_a_nan_standard_deviation_still_gives_the_row(self):
         self.assertEqual(self.line("perftest", "write_lat", "perftest_write_lat_nan.txt"),
-                         "perftest,write_lat,64,500,1,,,busy,1,0,,1,,,344.36,2893.96,8880.31,217915.19,217915.19,,")
+                         "perftest,write_lat,64,500,1,,,busy,1,0,,1,,,344.36,2893.96,8880.31,217915.19,217915.19,,,")
 
     def test_no_numeric_row_is_no_result(self):
         self.assertIsNone(self.line("perftest", "atomic_bw", "perftest_failed.txt"))
@@ -49,7 +49,7 @@ class CsvLine(unittest.TestCase):
     def test_the_last_numeric_row_counts(self):
         text = " 2 10 1.0 2.0 0.5\n 2 10 3.0 4.0 0.25\n"
         self.assertEqual(report.csv_line("perftest", "send_bw", "2", "10", "1", "", "", "events", "0", text),
-                         "perftest,send_bw,2,10,1,,,events,0,,,1,4.0,0.25,,,,,,,")
+                         "perftest,send_bw,2,10,1,,,events,0,,,1,4.0,0.25,,,,,,,,")
 
     def test_the_queue_pairs_are_read_from_each_tools_log(self):
         # ib_write_bw -q 4 prints "Number of qps : 4" and one row for all four QPs (1200 = 4 x 300);
@@ -58,10 +58,10 @@ class CsvLine(unittest.TestCase):
         self.assertEqual(report.settings("ours", saved("ours_write_bw_q4.txt")), ("0", "100", "4"))
         self.assertEqual(report.csv_line("perftest", "write_bw", "65536", "300", "1", "", "", "busy", "1",
                                          saved("perftest_write_bw_q4.txt")),
-                         "perftest,write_bw,65536,300,1,,,busy,1,0,100,4,186.29,0.002981,,,,,,,")
+                         "perftest,write_bw,65536,300,1,,,busy,1,0,100,4,186.29,0.002981,,,,,,,,")
         self.assertEqual(report.csv_line("ours", "write_bw", "65536", "300", "1", "", "", "busy", "1",
                                          saved("ours_write_bw_q4.txt")),
-                         "ours,write_bw,65536,300,1,,,busy,1,0,100,4,178.68,0.002859,,,,,,0.000,349.522")
+                         "ours,write_bw,65536,300,1,,,busy,1,0,100,4,178.68,0.002859,,,,,,0.000,349.522,")
 
     def test_perftest_inline_size_is_read_from_its_log(self):
         # rxe is a device perftest does not recognise: it disables inline, whatever -I said.
@@ -115,7 +115,20 @@ class Table(unittest.TestCase):
         self.assertRegex(lines[2], r"^send_lat +2 busy\* +median us +1999/2000/2000 +1998/1999/2000 +1\.00 +1\.00-1\.00 +same ")
         self.assertRegex(lines[3], r"^send_lat +2 events +median us +50/51/52 +50/51/52 +1\.00 +0\.96-1\.04 +same +3  0,1\|0,1$")
         self.assertIn("vCPU", lines[-1])
-        self.assertEqual(summary[1][-1], "same")
+        self.assertEqual(summary[1][-2], "same")
+        self.assertEqual(summary[1][-1], "") # (rows from before the API column)
+
+    def test_each_posting_api_is_a_point_of_its_own(self):
+        rows = []
+        for api, theirs, ours in (("classic", [50, 51, 52], [50, 51, 52]), ("extended", [40, 41, 42], [50, 51, 52])):
+            for r in self.rows("perftest", "send_lat", "busy", theirs) + self.rows("ours", "send_lat", "busy", ours):
+                r["api"] = api
+                rows.append(r)
+        lines, summary = report.table(rows)
+        self.assertRegex(lines[2], r"^send_lat +2 busy +median us +50/51/52 +50/51/52 +1\.00 .* same ")
+        self.assertRegex(lines[3], r"^send_lat ext +2 busy +median us +40/41/42 +50/51/52 +1\.24 .* DIFFERS ")
+        self.assertIn("ext: both tools posted with the extended API", lines[-1])
+        self.assertEqual([row[-1] for row in summary], ["classic", "extended"])
 
     def test_busy_ping_pongs_are_marked_on_single_threaded_tcg_only(self):
         self.assertTrue(report.single_tcg("# Soft-RoCE (rdma_rxe on lo) in a QEMU TCG VM with 2 vCPUs\n"))
@@ -180,14 +193,15 @@ class AddRun(unittest.TestCase):
             sys.argv = ["report.py", "--start", path]
             self.assertEqual(report.main(), 0)
             status = report.add_run(path, "ours", "write_bw", "4096", "1000", "2", "", "", "busy", "0",
-                                    os.path.join(HERE, "testdata", "ours_write_bw.txt"))
+                                    os.path.join(HERE, "testdata", "ours_write_bw.txt"), "extended")
             self.assertEqual(status, 0)
             with open(path) as f:
                 self.assertEqual(f.read(), report.CSV_HEADER +
-                                 "\nours,write_bw,4096,1000,2,,,busy,0,0,100,1,0.10,0.054153,,,,,,11.320,9.700\n")
+                                 "\nours,write_bw,4096,1000,2,,,busy,0,0,100,1,0.10,0.054153,,,,,,11.320,9.700,extended\n")
             rows = report.load(path)
             self.assertEqual(rows[0]["bw_MBps"], "0.10")
             self.assertEqual(rows[0]["sys_us_per_op"], "9.700")
+            self.assertEqual(rows[0]["api"], "extended")
 
 
 if __name__ == "__main__":
