@@ -2,14 +2,17 @@
  * @file extended.hpp
  * @brief What both sides of rdma_extended share: the layout of the responder's exported memory, the
  * owner of an extended CQ, and one bounded poll loop written with the extended calls
- * (ibv_start_poll(), ibv_next_poll(), ibv_end_poll() and the ibv_wc_read_*() accessors).
+ * (ibv_start_poll(), ibv_next_poll(), ibv_end_poll() and the ibv_wc_read_*() accessors); and whether the
+ * device can do RDMA atomic write (the requester's --atomic-write).
  */
 #pragma once
 
 #include <rdma_samples/check.hpp>
+#include <rdma_samples/device.hpp>
 #include <rdma_samples/wait.hpp>
 
 #include <infiniband/verbs.h>
+#include <sys/utsname.h>
 
 #include <cerrno>
 #include <cstddef>
@@ -111,6 +114,29 @@ inline void check_done(const Done &d, ibv_wc_opcode expected, const std::string 
     wc.opcode = d.opcode;
     wc.byte_len = d.byte_len;
     rdma_samples::check_wc(wc, expected, what);
+}
+
+//! [atomic_write_cap]
+// RDMA atomic write (IBTA 1.5, 2020) is a capability of the device: bit 40 of device_cap_flags_ex,
+// IB_UVERBS_DEVICE_ATOMIC_WRITE in the kernel's uapi (rdma/ib_user_verbs.h). Debian 12's libibverbs
+// headers (rdma-core 44) name no such bit, so it is defined here. Soft-RoCE sets it from Linux 6.2 on.
+inline constexpr std::uint64_t device_atomic_write = 1ULL << 40;
+//! [atomic_write_cap]
+
+/** @brief The running kernel's release (uname -r), for a message. @return e.g. "6.1.0-56-amd64" */
+inline std::string kernel_release()
+{
+    utsname u{};
+    return uname(&u) == 0 ? u.release : "unknown";
+}
+
+/** @brief Whether @p dev says it can do RDMA atomic write (ibv_query_device_ex()).
+ *  @param dev the open device @return true when bit 40 of device_cap_flags_ex is set */
+inline bool has_atomic_write(const rdma_samples::Device &dev)
+{
+    ibv_device_attr_ex attr{};
+    rdma_samples::check_rc(ibv_query_device_ex(dev.ctx.get(), nullptr, &attr), "ibv_query_device_ex");
+    return (attr.device_cap_flags_ex & device_atomic_write) != 0;
 }
 
 } // namespace rdma_extended

@@ -22,8 +22,6 @@
 #include <rdma_samples/run_sample.hpp>
 #include <rdma_samples/text.hpp>
 
-#include <sys/utsname.h>
-
 #include <cstring>
 #include <optional>
 #include <string>
@@ -60,28 +58,6 @@ enum WrId : std::uint64_t {
     atomic_write_id,
     goodbye_id
 };
-
-//! [atomic_write_cap]
-// RDMA atomic write (IBTA 1.5, 2020) is a capability of the device: bit 40 of device_cap_flags_ex,
-// IB_UVERBS_DEVICE_ATOMIC_WRITE in the kernel's uapi (rdma/ib_user_verbs.h). Debian 12's libibverbs
-// headers (rdma-core 44) name no such bit, so it is defined here. Soft-RoCE sets it from Linux 6.2 on.
-constexpr std::uint64_t device_atomic_write = 1ULL << 40;
-//! [atomic_write_cap]
-
-/** The running kernel's release (uname -r), for a message. */
-static std::string kernel_release()
-{
-    utsname u{};
-    return uname(&u) == 0 ? u.release : "unknown";
-}
-
-/** Whether @p dev says it can do RDMA atomic write (ibv_query_device_ex()). */
-static bool has_atomic_write(const Device &dev)
-{
-    ibv_device_attr_ex attr{};
-    check_rc(ibv_query_device_ex(dev.ctx.get(), nullptr, &attr), "ibv_query_device_ex");
-    return (attr.device_cap_flags_ex & device_atomic_write) != 0;
-}
 
 static void run(const Args &args, const Options &opt)
 {
@@ -221,6 +197,17 @@ static void run(const Args &args, const Options &opt)
 
     step(6, "poll the extended CQ: one completion per request, in the order they were posted");
     //! [poll]
+    // Our send queue's next completion: it must be request @p id's (one send queue completes in the order
+    // of the posts), a success of @p opcode.
+    const auto completed = [&](WrId id, ibv_wc_opcode opcode, const char *what) {
+        const Done d = next_done(send_cq.get(), cq_attr.wc_flags, args.timeout_s,
+                                 std::string("the completion of ") + what, dev.ctx.get());
+        check_done(d, opcode, what);
+        if (d.wr_id != id)
+            throw Error("the completion of wr_id " + std::to_string(d.wr_id) + " came where " + what + "'s was due",
+                        "this should never happen on one send queue; check dmesg");
+        return d;
+    };
     const struct {
         WrId id;
         ibv_wc_opcode opcode;
@@ -231,12 +218,7 @@ static void run(const Args &args, const Options &opt)
                     {read_id, IBV_WC_RDMA_READ, "the RDMA READ"},
                     {fetch_add_id, IBV_WC_FETCH_ADD, "the fetch-and-add"}};
     for (const auto &e : expected) {
-        const Done d = next_done(send_cq.get(), cq_attr.wc_flags, args.timeout_s,
-                                 std::string("the completion of ") + e.what, dev.ctx.get());
-        check_done(d, e.opcode, e.what);
-        if (d.wr_id != e.id) // one send queue: completions come in the order of the posts
-            throw Error("the completion of wr_id " + std::to_string(d.wr_id) + " came where " + e.what + "'s was due",
-                        "this should never happen on one send queue; check dmesg");
+        const Done d = completed(e.id, e.opcode, e.what);
         // byte_len is defined for receives, READs and atomics only (ibv_poll_cq(3)): Soft-RoCE also
         // fills it for WRITE and SEND, a NIC may leave it 0.
         if (d.opcode == IBV_WC_RDMA_READ || d.opcode == IBV_WC_FETCH_ADD)
@@ -283,23 +265,17 @@ static void run(const Args &args, const Options &opt)
     check_post(ibv_wr_complete(qpx), opt.atomic_write ? "ibv_wr_complete(compare-and-swap, atomic write, goodbye)"
                                                       : "ibv_wr_complete(compare-and-swap, goodbye)");
     //! [second_batch]
-    const Done cas = next_done(send_cq.get(), cq_attr.wc_flags, args.timeout_s,
-                               "the completion of the compare-and-swap", dev.ctx.get());
-    check_done(cas, IBV_WC_COMP_SWAP, "the compare-and-swap");
+    completed(compare_swap_id, IBV_WC_COMP_SWAP, "the compare-and-swap");
     const bool swapped = local->old[1] == found + opt.add;
     result("Compare-and-swap: found %llu, %s", static_cast<unsigned long long>(local->old[1]),
            swapped ? "swapped" : "not swapped (another requester changed the counter)");
     std::uint64_t final_value = swapped ? opt.swap : local->old[1];
     if (opt.atomic_write) {
-        check_done(next_done(send_cq.get(), cq_attr.wc_flags, args.timeout_s, "the completion of the atomic write",
-                             dev.ctx.get()),
-                   IBV_WC_ATOMIC_WRITE, "the RDMA atomic write");
+        completed(atomic_write_id, IBV_WC_ATOMIC_WRITE, "the RDMA atomic write");
         result("Atomic write: %llu placed", static_cast<unsigned long long>(*opt.atomic_write));
         final_value = *opt.atomic_write;
     }
-    check_done(
-        next_done(send_cq.get(), cq_attr.wc_flags, args.timeout_s, "the completion of the goodbye", dev.ctx.get()),
-        IBV_WC_SEND, "the goodbye SEND");
+    completed(goodbye_id, IBV_WC_SEND, "the goodbye SEND");
     result("Expected final counter value: %llu", static_cast<unsigned long long>(final_value));
 
     if (args.use_cm) {

@@ -150,12 +150,19 @@ in_order() {
 # assert_wire N EXPECTED...: scenario N's packets, without the CM's messages, are EXPECTED, in order;
 # after a resend (see resends), EXPECTED in order with copies between them.
 assert_wire() {
-    local n=$1 wire
+    local n=$1
     shift
-    wire=$(grep -v ' CM ' "$TRACE/$n/report.txt")
+    packets_are "$n" "scenario $n" "$(grep -v ' CM ' "$TRACE/$n/report.txt")" "$@"
+}
+
+# packets_are N WHAT WIRE EXPECTED...: WIRE (packets of scenario N) is EXPECTED, in order; after a
+# resend (see resends), EXPECTED in order with copies between them. WHAT names WIRE in a failure.
+packets_are() {
+    local n=$1 what=$2 wire=$3
+    shift 3
     if [ "$(resends "$n")" -gt 0 ]; then
         echo "# scenario $n: a requester resent after a late ACK; the copies are on the wire too" >&3
-        in_order "$wire" "$@" || fail "scenario $n: expected, in order (copies allowed):
+        in_order "$wire" "$@" || fail "$what: expected, in order (copies allowed):
 $(printf '%s\n' "$@")
 on the wire:
 $wire"
@@ -168,17 +175,9 @@ $wire"
 # the CM's messages, are EXPECTED in order; after a resend (see resends), with copies between them.
 # (For a batch of requests: its ACKs may come back between its requests or after them all.)
 assert_way() {
-    local n=$1 way=$2 wire
+    local n=$1 way=$2
     shift 2
-    wire=$(grep -v ' CM ' "$TRACE/$n/report.txt" | grep -F -- "$way ")
-    if [ "$(resends "$n")" -gt 0 ]; then
-        in_order "$wire" "$@" || fail "scenario $n, $way: expected, in order (copies allowed):
-$(printf '%s\n' "$@")
-on the wire:
-$wire"
-    else
-        assert_equal "$wire" "$(printf '%s\n' "$@")"
-    fi
+    packets_are "$n" "scenario $n, $way" "$(grep -v ' CM ' "$TRACE/$n/report.txt" | grep -F -- "$way ")" "$@"
 }
 
 assert_every_pair_on_the_wire() {
