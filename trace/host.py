@@ -251,6 +251,11 @@ def ladder(d, opcodes, names=None, json_path=None):
     if json_path:
         title = read(os.path.join(d, "names")).splitlines()[2:3] or [""]
         cmd += ["--json", json_path, "--provider", which, "--title", title[0], "--sample", title[0].split(" ")[0]]
+        # the programs' steps with their times, and host B's capture to place the requester's (trace/trace)
+        for flag, name in (("--responder-steps", "responder.steps"), ("--requester-steps", "requester.steps"),
+                           ("--requester-pcap", "trace-b.pcap")):
+            if os.path.exists(os.path.join(d, name)):
+                cmd += [flag, os.path.join(d, name)]
     return subprocess.run(cmd, stdout=subprocess.PIPE, text=True).stdout
 
 

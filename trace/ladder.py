@@ -210,12 +210,12 @@ def line_of(time_ms, name, details, forward, head):
     return f"{time_ms:7.3f} ms  {arrow}  {head}" + (f"  {'; '.join(details)}" if details else "")
 
 
-def write_json(path, a, header, packets):
+def write_json(path, a, header, packets, steps):
     about = record.scenario(a.sample, a.title, a.provider, (a.requester_name, a.requester),
                             (a.responder_name, a.responder))
     try:
         with open(path, "w") as f:
-            json.dump(record.document(about, header, packets), f, indent=1)
+            json.dump(record.document(about, header, packets, steps), f, indent=1)
             f.write("\n")
     except OSError as e:
         sys.exit(f"ladder: cannot write {path}: {e.strerror}")
@@ -234,6 +234,11 @@ def main():
     ap.add_argument("--sample", help="with --json: the sample's name, for the document's scenario")
     ap.add_argument("--title", help="with --json: the scenario as the report names it")
     ap.add_argument("--provider", help="with --json: rxe, siw, or the NIC's driver")
+    ap.add_argument("--responder-steps", metavar="FILE",
+                    help="with --json: the responder's step lines with their times (the step_times test hook)")
+    ap.add_argument("--requester-steps", metavar="FILE", help="with --json: the requester's, timed by its own host's clock")
+    ap.add_argument("--requester-pcap", metavar="FILE",
+                    help="with --json: a capture on the requester's host, which places its steps among the packets")
     a = ap.parse_args()
 
     rows = list(tshark_rows(a.pcap, iwarp.FIELDS, iwarp.FILTER) if a.iwarp else tshark_rows(a.pcap))
@@ -264,7 +269,22 @@ def main():
     if not rows and not a.opcodes:
         print("(no iWARP packets captured)" if a.iwarp else "(no RoCE v2 packets captured)")
     if a.json:
-        write_json(a.json, a, header, packets)
+        write_json(a.json, a, header, packets, steps_of(a, packets))
+
+
+def steps_of(a, packets):
+    """The programs' steps placed among PACKETS (record.place_steps), or [] when the trace timed none."""
+    if not (a.responder_steps or a.requester_steps):
+        return []
+    try:
+        responder = record.step_lines(open(a.responder_steps).read()) if a.responder_steps else []
+        requester = record.step_lines(open(a.requester_steps).read()) if a.requester_steps else []
+        here = record.pcap_frames(open(a.pcap, "rb").read())
+        there = record.pcap_frames(open(a.requester_pcap, "rb").read()) if a.requester_pcap else []
+    except (OSError, ValueError) as e:
+        print(f"ladder: the programs' steps are left out: {e}", file=sys.stderr)
+        return []
+    return record.place_steps(here, responder, there, requester, [p["frame"] for p in packets if "frame" in p])
 
 
 if __name__ == "__main__":

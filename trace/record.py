@@ -8,8 +8,10 @@ headers tshark decoded (one object per header, its fields by the name tshark giv
 second tshark pass (`-T json -x`), the frame's bytes with where each header lies in them. Only what
 tshark gave goes in: a field that is missing or unreadable is left out, never guessed.
 """
+import bisect
 import json
 import re
+import struct
 
 from fields import raw_bytes
 
@@ -143,9 +145,94 @@ def scenario(sample, title, provider, requester, responder):
                       "responder": {"program": responder[0], "address": responder[1]}}}
 
 
-def document(about, header, packets):
-    """The JSON document of one capture: the scenario (ABOUT), the ladder's header line and the records."""
-    return {"format": FORMAT, "version": VERSION, "scenario": about, "header": header, "packets": packets}
+def document(about, header, packets, steps=()):
+    """The JSON document of one capture: the scenario (ABOUT), the ladder's header line, the records and,
+    when the trace timed them, the programs' STEPS (place_steps())."""
+    doc = {"format": FORMAT, "version": VERSION, "scenario": about, "header": header, "packets": packets}
+    if steps:
+        doc["steps"] = list(steps)
+    return doc
+
+
+def pcap_frames(data):
+    """[(time in seconds, frame bytes)] of a pcap file's DATA (tcpdump -w: microseconds or nanoseconds,
+    either byte order). ValueError if it is not one."""
+    if len(data) < 24:
+        raise ValueError("not a pcap file (shorter than its header)")
+    for order in "<>":
+        magic = struct.unpack(order + "I", data[:4])[0]
+        if magic in (0xa1b2c3d4, 0xa1b23c4d):
+            scale = 1e-6 if magic == 0xa1b2c3d4 else 1e-9
+            break
+    else:
+        raise ValueError("not a pcap file (no magic number)")
+    found, at = [], 24
+    while at + 16 <= len(data):
+        seconds, fraction, kept, _ = struct.unpack(order + "IIII", data[at:at + 16])
+        at += 16
+        if at + kept > len(data):
+            break  # (a capture cut short: the frames before it stand)
+        found.append((seconds + fraction * scale, data[at:at + kept]))
+        at += kept
+    return found
+
+
+STEP_LINE = re.compile(r"^(\d+\.\d+) (step \d+: .*)$")
+
+
+def step_lines(text):
+    """[(time in seconds, "step N: ...")] of a step_times file (common/src/log.cpp); other lines are skipped."""
+    found = []
+    for line in text.splitlines():
+        m = STEP_LINE.match(line)
+        if m:
+            found.append((float(m.group(1)), m.group(2)))
+    return found
+
+
+def place_steps(here, here_steps, there, there_steps, shown):
+    """The programs' steps among the packets: [{"side", "text", "before"}], in the order they happened,
+    "before" naming the frame of the first packet of SHOWN (the records' frame numbers) that came after
+    the step (absent: after the last one).
+
+    HERE is the capture on the responder's host, whose frames the records number from 1; HERE_STEPS
+    the responder's steps, timed by the same clock: a step comes before the first frame captured after
+    it. THERE_STEPS are the requester's, timed by its own host's clock, which may be a second apart:
+    THERE, a capture on that host, gives the first frame after the step by that clock, and the same
+    frame (the same bytes; the k-th time for the k-th copy) in HERE says where it lies. A step whose
+    next frames never reached HERE goes with the first that did."""
+    placed = []  # (frame index in HERE, time by HERE's clock, side, text)
+    times = [t for t, _ in here]
+    for t, text in here_steps:
+        placed.append((bisect.bisect_right(times, t), t, "responder", text))
+    where = {}  # bytes -> [indices in HERE], in order
+    for i, (_, frame) in enumerate(here):
+        where.setdefault(frame, []).append(i)
+    seen, twin = {}, []  # twin[j]: the index in HERE of THERE's j-th frame, or None
+    for t, frame in there:
+        k = seen.get(frame, 0)
+        seen[frame] = k + 1
+        copies = where.get(frame, [])
+        twin.append(copies[k] if k < len(copies) else None)
+    there_times = [t for t, _ in there]
+    for t, text in there_steps:
+        j = bisect.bisect_right(there_times, t)
+        while j < len(there) and twin[j] is None:
+            j += 1
+        if j < len(there):  # (by HERE's clock: the same distance before that frame)
+            placed.append((twin[j], here[twin[j]][0] - (there[j][0] - t), "requester", text))
+        else:
+            placed.append((len(here), here[-1][0] if here else t, "requester", text))
+    placed.sort(key=lambda p: (p[0], p[1]))
+    numbers = sorted(shown)
+    steps = []
+    for index, _, side, text in placed:
+        step = {"side": side, "text": text}
+        later = numbers[bisect.bisect_left(numbers, index + 1):]  # (frame numbers count from 1)
+        if later:
+            step["before"] = later[0]
+        steps.append(step)
+    return steps
 
 
 def keep_first(pairs):

@@ -216,6 +216,68 @@ class Records(unittest.TestCase):
         self.assertEqual(found[7]["field_spans"], {"BTH": {"opcode": [2, 1], "se": [3, 1, 128]}})
 
 
+def pcap(frames, order="<", nano=False):
+    """A pcap file of FRAMES [(seconds, bytes)], as tcpdump -w writes it."""
+    import struct
+    magic = 0xa1b23c4d if nano else 0xa1b2c3d4
+    data = struct.pack(order + "IHHiIII", magic, 2, 4, 0, 0, 4096, 1)
+    for t, frame in frames:
+        fraction = round((t - int(t)) * (1e9 if nano else 1e6))
+        data += struct.pack(order + "IIII", int(t), fraction, len(frame), len(frame)) + frame
+    return data
+
+
+class Steps(unittest.TestCase):
+    """The programs' steps beside the packets (the step_times hook's files and the captures of both hosts)."""
+
+    def test_pcap_frames(self):
+        frames = [(100.25, b"abc"), (100.5, b"de")]
+        for order in "<>":
+            for nano in (False, True):
+                found = record.pcap_frames(pcap(frames, order, nano))
+                self.assertEqual([f for _, f in found], [b"abc", b"de"])
+                self.assertAlmostEqual(found[1][0], 100.5, places=6)
+        self.assertEqual(record.pcap_frames(pcap(frames)[:-1]), frames[:1])  # cut short: the whole frames
+        for junk in (b"", b"x" * 30):
+            with self.assertRaises(ValueError):
+                record.pcap_frames(junk)
+
+    def test_step_lines(self):
+        text = "1795971219.429485260 step 1: open a device\nnot a step\n1795971219.5 step 12: post: a, b\n"
+        self.assertEqual(record.step_lines(text), [(1795971219.42948526, "step 1: open a device"),
+                                                   (1795971219.5, "step 12: post: a, b")])
+
+    def test_each_host_by_its_own_clock(self):
+        # host A's capture: a WRITE at 10.0, its ACK at 10.1, the goodbye at 10.5 (frames 1 to 3);
+        # host B's clock is 100 s behind and sees each frame 1 ms earlier or later than host A.
+        here = [(10.0, b"write"), (10.1, b"ack"), (10.5, b"bye")]
+        there = [(-90.001, b"write"), (-89.899, b"ack"), (-89.501, b"bye")]
+        responder = [(9.0, "step 1: wait"), (10.2, "step 5: wait for the goodbye"), (11.0, "step 6: done")]
+        requester = [(-90.5, "step 4: post the WRITE"), (-89.7, "step 5: SEND the goodbye")]
+        steps = record.place_steps(here, responder, there, requester, [1, 2, 3])
+        self.assertEqual([(s["side"], s["text"].split(":")[0], s.get("before")) for s in steps], [
+            ("responder", "step 1", 1), ("requester", "step 4", 1),
+            ("responder", "step 5", 3), ("requester", "step 5", 3), ("responder", "step 6", None)])
+
+    def test_copies_lost_frames_and_hidden_packets(self):
+        # the same bytes twice (a resend): the k-th copy on one host is the k-th on the other; a frame
+        # host A never saw places the step with the next one that it did
+        here = [(1.0, b"req"), (2.0, b"req"), (3.0, b"ack")]
+        there = [(5.0, b"req"), (5.5, b"lost"), (6.0, b"req"), (7.0, b"ack")]
+        requester = [(5.2, "step 6: wait"), (6.5, "step 7: read")]
+        steps = record.place_steps(here, [], there, requester, [1, 2, 3])
+        self.assertEqual([s.get("before") for s in steps], [2, 3])
+        steps = record.place_steps(here, [], there, requester, [1, 3])  # a packet the ladder does not show
+        self.assertEqual([s.get("before") for s in steps], [3, 3])
+        self.assertEqual(record.place_steps(here, [], [], requester, [1, 2, 3])[0], {"side": "requester", "text": "step 6: wait"})
+        self.assertEqual(record.place_steps([], [(1.0, "step 1: x")], [], [], []), [{"side": "responder", "text": "step 1: x"}])
+
+    def test_the_document_names_them_only_when_there_are_some(self):
+        self.assertNotIn("steps", record.document({}, "", []))
+        self.assertEqual(record.document({}, "", [], [{"side": "requester", "text": "step 1: x"}])["steps"],
+                         [{"side": "requester", "text": "step 1: x"}])
+
+
 class Paths(unittest.TestCase):
     def test_one_document_or_one_per_scenario_of_a_batch(self):
         import host

@@ -17,6 +17,7 @@ const char *test_control_name(TestHook hook)
     case TestHook::max_srq: return "RDMA_SAMPLES_TEST_MAX_SRQ";
     case TestHook::file_fault: return "RDMA_SAMPLES_TEST_FILE_FAULT";
     case TestHook::max_mr_size: return "RDMA_SAMPLES_TEST_MAX_MR_SIZE";
+    case TestHook::step_times: return "RDMA_SAMPLES_TEST_STEP_TIMES";
     }
     return "";
 }

@@ -1,16 +1,19 @@
 /* ladder.js: the tutorial's packet ladders, drawn from the captures of the tested pairs.
  *
- * A chapter's "On the wire" section holds, under its text ladder,
+ * A chapter's "On the wire" section holds, under its text ladder, one line of HTML (a reader of the
+ * Markdown on a forge sees nothing of it):
  *
  *     <div class="rdma-ladder" data-ladder="02-rdma-write-1"></div>
- *     <script src="ladder-02-rdma-write-1.js"></script>   (the data: docs/ladders/refresh writes it)
- *     <script src="ladder.js"></script>
  *
- * and this script draws each such ladder once the page is loaded: the two hosts as columns, one arrow
+ * Every page of the site loads this script (the header docs/meson.build makes for Doxygen). Once the
+ * page is loaded it loads the data of each such ladder from beside itself (ladder-02-rdma-write-1.js:
+ * docs/ladders/refresh writes it) and draws it: the two hosts as columns, one arrow
  * per packet with its time and opcode. Choosing an arrow (a click; Enter or Space on a focused arrow;
  * the arrow keys step to the next or the previous packet) shows that packet's headers field by field,
  * and the frame's bytes, where the chosen header or field is highlighted. A menu shows only the packets
- * of one opcode. Plain JavaScript and SVG, nothing loaded from anywhere: the site works from a file.
+ * of one opcode. Between the arrows, in each host's lane, the step lines its program printed before
+ * the next packet (when the capture timed them: trace/README.md); a box hides them. Plain JavaScript
+ * and SVG, nothing loaded from anywhere: the site works from a file.
  */
 (function () {
   "use strict";
@@ -20,6 +23,8 @@
 
   var SVG = "http://www.w3.org/2000/svg";
   var ROW = 30;          // px between two arrows
+  var STEP_ROW = 18;     // px of a program's step line between them
+  var STEP_CHARS = 58;   // the most of a step line that fits in a lane (all of it in its tooltip)
   var TOP = 54;          // px above the first arrow: the hosts' names
   var LEFT = 240;        // x of the requester's column
   var RIGHT = 680;       // x of the responder's column
@@ -174,6 +179,15 @@
       html("option", "", menu, name + " (" + count + ")").value = name;
     });
     menu.addEventListener("change", function () { self.filter(menu.value); });
+    this.showSteps = (this.data.trace.steps || []).length > 0;
+    if (this.showSteps) {
+      var box = html("label", "rdma-ladder-steps", bar, "");
+      var check = html("input", "", box);
+      check.type = "checkbox";
+      check.checked = true;
+      box.appendChild(document.createTextNode(" the programs' steps"));
+      check.addEventListener("change", function () { self.showSteps = check.checked; self.draw(); });
+    }
 
     var scroll = html("div", "rdma-ladder-scroll", this.root); // (a long ladder scrolls in its box)
     this.figure = svg("svg", {"class": "rdma-ladder-svg", role: "list",
@@ -184,11 +198,41 @@
     this.draw();
   };
 
+  // What the figure shows, top to bottom: {packet: index} for each packet shown, and before it
+  // {step: ...} for each step line that came before it and after the packet shown above it (the data's
+  // "before" names the frame of the first packet after the step; none: after the last packet).
+  Ladder.prototype.rows = function () {
+    var self = this;
+    var steps = this.showSteps ? this.data.trace.steps : [];
+    var rows = [];
+    var next = 0;
+    this.visible.forEach(function (index) {
+      var frame = self.packets[index].frame;
+      while (next < steps.length && steps[next].before !== undefined &&
+             (frame === undefined || steps[next].before <= frame)) {
+        rows.push({step: steps[next++]});
+      }
+      rows.push({packet: index});
+    });
+    return rows.concat(steps.slice(next).map(function (step) { return {step: step}; }));
+  };
+
+  // A step line in its program's lane: the requester's from its column rightwards, the responder's
+  // from its column leftwards; a long one cut short, all of it in its tooltip.
+  function drawStep(figure, step, y) {
+    var requester = step.side === "requester";
+    var text = step.text.length > STEP_CHARS ? step.text.slice(0, STEP_CHARS - 1) + "\u2026" : step.text;
+    var line = svg("text", {x: requester ? LEFT + 8 : RIGHT - 8, y: y, "class": "step " + step.side}, figure);
+    line.textContent = text;
+    svg("title", {}, line).textContent = step.side + ": " + step.text;
+  }
+
   Ladder.prototype.draw = function () {
     var self = this;
     var hosts = this.data.trace.scenario.hosts;
     var figure = this.figure;
-    var height = TOP + ROW * this.visible.length + 20;
+    var rows = this.rows();
+    var height = TOP + 20 + rows.reduce(function (sum, row) { return sum + (row.step ? STEP_ROW : ROW); }, 0);
     figure.textContent = "";
     figure.setAttribute("viewBox", "0 0 " + WIDTH + " " + height);
     figure.setAttribute("width", WIDTH);
@@ -203,9 +247,17 @@
     var time = svg("text", {x: 8, y: 34, "class": "address time"}, figure);
     time.textContent = "time";
     this.arrows = [];
-    this.visible.forEach(function (index, row) {
+    var top = TOP;
+    rows.forEach(function (row) {
+      if (row.step) {
+        drawStep(figure, row.step, top + 12);
+        top += STEP_ROW;
+        return;
+      }
+      var index = row.packet;
       var p = self.packets[index];
-      var y = TOP + ROW * row + 16;
+      var y = top + 16;
+      top += ROW;
       var forward = p.from === "requester";
       var arrow = svg("g", {"class": "packet", tabindex: "0", role: "listitem", "data-index": index,
                             "aria-label": p.time_ms.toFixed(3) + " ms, " + p.from + " to " + p.to + ": " + p.opcode},
@@ -352,17 +404,36 @@
     return "the frame's " + p.bytes.length / 2 + " bytes, from the Ethernet header on (choose a field to see where it lies)";
   }
 
+  // Where the data files lie: beside this script.
+  var HERE = (document.currentScript && document.currentScript.src || "").replace(/[^\/]*$/, "");
+
+  function drawOne(root) {
+    var data = (window.rdmaLadders || {})[root.getAttribute("data-ladder")];
+    if (!data) {
+      root.textContent = "(no data for the ladder " + root.getAttribute("data-ladder") + ": docs/ladders/refresh)";
+    } else if (!root.ladder) {
+      root.ladder = new Ladder(root, data);
+    }
+  }
+
+  // Each ladder of the page: its data file loaded (once; a page may show one ladder twice), then drawn.
   function drawAll() {
-    var ladders = window.rdmaLadders || {};
     Array.prototype.forEach.call(document.querySelectorAll("div.rdma-ladder"), function (root) {
-      var data = ladders[root.getAttribute("data-ladder")];
-      if (!data) {
-        root.textContent = "(no data for the ladder " + root.getAttribute("data-ladder") + ": docs/ladders/refresh)";
+      var name = root.getAttribute("data-ladder") || "";
+      if ((window.rdmaLadders || {})[name] || !/^[0-9A-Za-z-]+$/.test(name)) {
+        drawOne(root);
         return;
       }
-      if (!root.ladder) {
-        root.ladder = new Ladder(root, data);
+      var id = "rdma-ladder-data-" + name;
+      var script = document.getElementById(id);
+      if (!script) {
+        script = document.createElement("script");
+        script.id = id;
+        script.src = HERE + "ladder-" + name + ".js";
+        document.head.appendChild(script);
       }
+      script.addEventListener("load", function () { drawOne(root); });
+      script.addEventListener("error", function () { drawOne(root); });
     });
   }
 

@@ -11,7 +11,7 @@
  *
  * A hook is an environment variable the tests set (tests/bats, tests/stress/stress). Unset, a program
  * behaves exactly as its lesson says. A program that acts on a hook says so in its output, except
- * stop_at_step, which stops it.
+ * stop_at_step, which stops it, and step_times, which writes only to its own file.
  */
 #pragma once
 
@@ -37,6 +37,10 @@ enum class TestHook {
     /** RDMA_SAMPLES_TEST_MAX_MR_SIZE=BYTES: the device reports max_mr_size BYTES (Soft-RoCE reports 2^64 - 1,
      *  so no size reaches its own limit; rdma_memory_register). */
     max_mr_size,
+    /** RDMA_SAMPLES_TEST_STEP_TIMES=FILE: every step() also appends its line to FILE after the time it
+     *  was announced (CLOCK_REALTIME, "SECONDS.NANOSECONDS step N: ..."): ./lab trace --json places the
+     *  program's steps beside the packets they caused (trace/README.md; log.cpp). */
+    step_times,
 };
 
 /**
