@@ -90,6 +90,8 @@
     "TCP.flags_ack": "the ack number is valid",
     "TCP.flags_fin": "FIN: the sender has no more to send",
     "TCP.flags_reset": "RST: the connection is aborted",
+    "MPA.key_req": "\"MPA ID Req Frame\": the bytes that open an MPA Request",
+    "MPA.key_rep": "\"MPA ID Rep Frame\": the bytes that open an MPA Reply",
     "MPA.rev": "MPA revision (2: the depths IRD and ORD ride in the private data)",
     "MPA.marker_flag": "markers every 512 bytes of the stream (siw does not ask for them)",
     "MPA.crc_flag": "a CRC32c after every frame",

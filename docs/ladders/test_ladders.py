@@ -124,9 +124,9 @@ class Data(unittest.TestCase):
             self.assertEqual((data["name"], data["chapter"], data["command"]), (name, chapter, command))
             trace = data["trace"]
             self.assertEqual((trace["format"], trace["version"]), ("rdma-samples trace", 1))
-            sample = command.split()[2]
+            sample = refresh.PROVIDER.sub("", command).split()[2]
             self.assertEqual(trace["scenario"]["sample"], sample, name)
-            self.assertEqual(trace["scenario"]["provider"], "rxe")
+            self.assertEqual(trace["scenario"]["provider"], "siw" if "--provider siw" in command else "rxe")
             hosts = trace["scenario"]["hosts"]
             self.assertEqual((hosts["requester"]["address"], hosts["responder"]["address"]), ("10.77.0.2", "10.77.0.1"))
             self.assertTrue(trace["packets"], f"{name}: no packet was captured")
@@ -140,13 +140,26 @@ class Data(unittest.TestCase):
             for n, p in enumerate(packets):
                 at = f"{name}, packet {n + 1}"
                 self.assertIn((p["from"], p["to"]), [("requester", "responder"), ("responder", "requester")], at)
-                self.assertIn(p["transport"], ("RoCEv2", "IGMP"), at)
+                iwarp = data["trace"]["scenario"]["provider"] == "siw"
+                self.assertIn(p["transport"], ("iWARP/TCP", "TCP") if iwarp else ("RoCEv2", "IGMP"), at)
                 self.assertIn(p["opcode"], p["line"], at)
                 self.assertTrue(p["headers"], at)
                 self.assertTrue(all(isinstance(fields, dict) and fields for fields in p["headers"].values()), at)
                 if p["transport"] == "RoCEv2":
                     self.assertEqual(p["headers"]["BTH"]["psn"], p["psn"], at)
                     self.assertEqual(p["headers"]["UDP"]["dstport"], 4791, at)
+
+    def test_the_programs_steps_lie_among_the_packets(self):
+        for name, _, _, (_, data) in self.ladders:
+            steps = data["trace"].get("steps", [])
+            self.assertTrue(steps, f"{name}: no step line (the trace timed none)")
+            frames = [p["frame"] for p in data["trace"]["packets"]]
+            befores = [s["before"] for s in steps if "before" in s]
+            self.assertEqual(befores, sorted(befores), f"{name}: the steps are in the order of the packets")
+            self.assertTrue(set(befores) <= set(frames), f"{name}: a step names a packet the ladder lacks")
+            for side in ("requester", "responder"):  # each program's steps in the order it printed them
+                numbers = [int(re.match(r"step (\d+): ", s["text"]).group(1)) for s in steps if s["side"] == side]
+                self.assertTrue(numbers and numbers[0] == 1, f"{name}: the {side}'s steps start at step 1")
 
     def test_every_field_has_its_meaning_in_the_viewer(self):
         meanings = set(re.findall(r'^\s*"(\w+\.\w+)": "', text_of(os.path.join(HERE, "ladder.js")), re.M))

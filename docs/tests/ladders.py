@@ -44,6 +44,18 @@ window.addEventListener("load", function () { setTimeout(function () {
     try { use(root, data.trace.packets, seen); } catch (e) { seen.failed = String(e); }
   });
   function use(root, packets, seen) {
+    // the programs' step lines in their lanes; the box hides them and keeps every arrow
+    var steps = root.querySelectorAll("svg text.step");
+    seen.steps = Array.prototype.map.call(steps, function (t) {
+      return [t.classList.contains("requester") ? "requester" : "responder", t.querySelector("title").textContent]; });
+    var box = root.querySelector(".rdma-ladder-steps input");
+    if (box) {
+      box.checked = false;
+      box.dispatchEvent(new Event("change"));
+      seen.steps_hidden = [root.querySelectorAll("svg text.step").length, root.querySelectorAll("g.packet").length];
+      box.checked = true;
+      box.dispatchEvent(new Event("change"));
+    }
     var middle = Math.floor((packets.length - 1) / 2);
     var arrows = root.querySelectorAll("g.packet");
     arrows[middle].dispatchEvent(new MouseEvent("click", {bubbles: true}));
@@ -163,11 +175,16 @@ def check_one(check, page, seen):
     if not seen["data"]:
         return
     packets = data_of(name)["trace"]["packets"]
+    steps = data_of(name)["trace"].get("steps", [])
     shown = json.dumps(seen)[:1500]
     check(seen["arrows"] == len(packets) > 0, f"{at}: one arrow per packet ({len(packets)})", shown)
     check("failed" not in seen, f"{at}: a reader's clicks and keys run without an error", seen.get("failed", ""))
     if not seen["arrows"] or "failed" in seen:
         return
+    check(seen["steps"] == [[s["side"], f"{s['side']}: {s['text']}"] for s in steps],
+          f"{at}: the programs' {len(steps)} step lines stand in their lanes, in order", shown)
+    if steps:
+        check(seen.get("steps_hidden") == [0, len(packets)], f"{at}: the box hides the step lines, not the arrows", shown)
     middle = seen["clicked"]
     p = packets[middle]
     check(seen["chosen"] == middle and p["opcode"] in seen["what"] and f"{p['time_ms']:.3f} ms" in seen["what"],
@@ -198,6 +215,8 @@ def check_ladders(html, check, chromium_command, screenshot, shots):
     """Every ladder of every chapter page, used in Chromium; one screenshot into SHOTS."""
     found = pages()
     check(bool(found), "the tutorial has interactive ladders")
+    check(all(data_of(name)["trace"].get("steps") for names in found.values() for name in names),
+          "every ladder has its programs' step lines (docs/ladders/refresh)")
     for page, names in found.items():
         seen, detail = probe(html, page, chromium_command)
         check(seen is not None, f"{page}.html: the ladders' probe ran in Chromium", detail)
