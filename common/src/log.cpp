@@ -27,7 +27,7 @@ void vprint(const char *prefix, const char *fmt, va_list ap)
 // file (./lab trace --json lines the steps up with the packets: the capture's clock is the same).
 void log_step_time(const timespec &when, const char *prefix, const char *fmt, va_list ap)
 {
-    static const char *path = test_control(TestHook::step_times);
+    const char *path = test_control(TestHook::step_times);
     if (path == nullptr || *path == '\0')
         return;
     std::FILE *f = std::fopen(path, "a");
