@@ -38,7 +38,7 @@ TEST(Log, StepTimesAppendsEachStepAfterTheTimeItWasAnnounced)
     EXPECT_EQ(m[3], "step 3: post a WRITE of 25 bytes");
     const auto seconds = std::stoll(m[1]);
     const auto then = std::chrono::duration_cast<std::chrono::seconds>(before.time_since_epoch()).count();
-    EXPECT_GE(seconds, then);     // CLOCK_REALTIME, the clock tcpdump stamps frames with
+    EXPECT_GE(seconds, then); // CLOCK_REALTIME, the clock tcpdump stamps frames with
     EXPECT_LE(seconds, then + 60);
     rest = m.suffix();
     ASSERT_TRUE(std::regex_search(rest, m, line)) << rest;
