@@ -1,0 +1,249 @@
+#!/usr/bin/env python3
+"""bench_tcp.py: the data and the report of `./lab bench-tcp` (rdma_file_transfer/support/bench-tcp).
+
+    bench_tcp.py --start CSV                       write the header of results.csv
+    bench_tcp.py --add CSV PROVIDER TRANSPORT LOSS ROUND BYTES SENDER_STATUS RECEIVER_STATUS PREFIX
+                                                   one copy: PREFIX.sender, .receiver, .time (the sender's
+                                                   start to its end, /usr/bin/time) and the counters of
+                                                   both hosts before and after (.a0 .a1 .b0 .b1)
+    bench_tcp.py --add-qperf CSV PROVIDER TEST LOG one qperf result (tcp_bw, rc_bw: MB/s; tcp_lat, rc_lat: us)
+    bench_tcp.py DIR                               the table (DIR/table.txt) and the plot (goodput.svg)
+
+The counters are `grep -H '' /proc/stat /proc/net/snmp .../hw_counters/*` of each VM: the CPU time of
+the whole VM (user, system, softirq: rxe and siw do their work in softirq and kernel threads, which a
+per-process count would miss), TCP's segments sent and retransmitted, and rxe's counters.
+"""
+import csv
+import os
+import re
+import statistics
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rdma_bench", "support"))
+from report import setup_text, svg_chart  # noqa: E402  (setup.txt; the SVG plotter)
+
+USER_HZ = 100  # /proc/stat's unit (sysconf(_SC_CLK_TCK) on Linux)
+GIB = 1 << 30
+MIB = 1 << 20
+# rxe's counters that say what loss did (drivers/infiniband/sw/rxe/rxe_hw_counters.c), both hosts summed
+RXE = ["sent_pkts", "out_of_seq_request", "rcvd_seq_err", "duplicate_request", "completer_retry_err",
+       "retry_exceeded_err"]
+COLUMNS = (["provider", "transport", "loss", "round", "bytes", "ok", "seconds", "sent_seconds",
+            "cpu_a", "cpu_b", "sys_a", "sys_b", "tcp_out_a", "tcp_out_b", "tcp_retrans_a", "tcp_retrans_b"]
+           + ["rxe_" + name for name in RXE] + ["value", "unit", "error"])
+
+
+def read(path):
+    try:
+        with open(path, errors="replace") as f:
+            return f.read()
+    except OSError:
+        return ""
+
+
+def counters(text):
+    """{name: number} of one snapshot: cpu_busy and cpu_sys (seconds), tcp_OutSegs, tcp_RetransSegs and
+    every hw_counter by its file name."""
+    found = {}
+    tcp_names = None
+    for line in text.splitlines():
+        path, _, rest = line.partition(":")
+        if path == "/proc/stat" and rest.startswith("cpu ") and all(n.isdigit() for n in rest.split()[1:]):
+            ticks = [int(n) for n in rest.split()[1:]]
+            user, nice, system, idle, iowait, irq, softirq = (ticks + [0] * 7)[:7]
+            steal = ticks[7] if len(ticks) > 7 else 0
+            found["cpu_busy"] = (user + nice + system + irq + softirq + steal) / USER_HZ
+            found["cpu_sys"] = (system + irq + softirq) / USER_HZ
+        elif path == "/proc/net/snmp" and rest.startswith("Tcp:"):
+            fields = rest.split()[1:]
+            if tcp_names is None:
+                tcp_names = fields
+            else:
+                for name, value in zip(tcp_names, fields):
+                    if name in ("OutSegs", "RetransSegs") and value.lstrip("-").isdigit():
+                        found["tcp_" + name] = int(value)
+        elif "/hw_counters/" in path and rest.strip().isdigit():
+            found[os.path.basename(path)] = int(rest.strip())
+    return found
+
+
+def delta(before, after, name):
+    return after[name] - before[name] if name in before and name in after else ""
+
+
+def sent_seconds(text):
+    """The sender's "sent N bytes in S s" line: S, the chunks alone (both programs print it)."""
+    m = re.search(r"^sent [0-9]+ bytes in ([0-9.]+) s", text, re.M)
+    return float(m.group(1)) if m else ""
+
+
+def failure(sender, receiver):
+    """The first line that says why a side failed ("sender: step 5 failed: ..."), or ""."""
+    for text in (sender, receiver):
+        m = re.search(r"^\S+: step [0-9]+ failed: .*$", text, re.M)
+        if m:
+            return m.group(0)[:200]
+    return ""
+
+
+def copy_row(provider, transport, loss, round_, size, sender_status, receiver_status, prefix):
+    sender, receiver = read(prefix + ".sender"), read(prefix + ".receiver")
+    a0, a1, b0, b1 = (counters(read(f"{prefix}.{k}")) for k in ("a0", "a1", "b0", "b1"))
+    verified = "Receiver's digest matches ours" in sender
+    ok = sender_status == "0" and receiver_status == "0" and verified
+    elapsed = read(prefix + ".time").strip().splitlines()
+    seconds = float(elapsed[-1]) if elapsed and re.fullmatch(r"[0-9.]+", elapsed[-1]) else ""
+    row = {"provider": provider, "transport": transport, "loss": loss, "round": round_, "bytes": size,
+           "ok": int(ok), "seconds": seconds, "sent_seconds": sent_seconds(sender),
+           "cpu_a": delta(a0, a1, "cpu_busy"), "cpu_b": delta(b0, b1, "cpu_busy"),
+           "sys_a": delta(a0, a1, "cpu_sys"), "sys_b": delta(b0, b1, "cpu_sys"),
+           "tcp_out_a": delta(a0, a1, "tcp_OutSegs"), "tcp_out_b": delta(b0, b1, "tcp_OutSegs"),
+           "tcp_retrans_a": delta(a0, a1, "tcp_RetransSegs"), "tcp_retrans_b": delta(b0, b1, "tcp_RetransSegs"),
+           "value": "", "unit": "",
+           "error": "" if ok else (failure(sender, receiver) or "no verdict (see the logs)")}
+    for name in RXE:
+        parts = [delta(a0, a1, name), delta(b0, b1, name)]
+        row["rxe_" + name] = sum(parts) if all(p != "" for p in parts) else ""
+    for k in ("cpu_a", "cpu_b", "sys_a", "sys_b"):
+        row[k] = round(row[k], 2) if row[k] != "" else ""
+    return row
+
+
+def qperf_row(provider, test, log):
+    """qperf's result: "bw = 123 MB/sec" (converted to MB/s) or "latency = 45.6 us"."""
+    text = read(log)
+    scale = {"": 1, "K": 1e-3, "M": 1, "G": 1e3}
+    m = re.search(r"^\s*bw\s*=\s*([0-9.]+)\s*([KMG]?)B/sec", text, re.M)
+    value, unit = (float(m.group(1)) * scale[m.group(2)], "MB/s") if m else ("", "")
+    m = re.search(r"^\s*latency\s*=\s*([0-9.]+)\s*(us|ms|sec)", text, re.M)
+    if m:
+        value, unit = float(m.group(1)) * {"us": 1, "ms": 1e3, "sec": 1e6}[m.group(2)], "us"
+    row = {k: "" for k in COLUMNS}
+    row.update({"provider": provider, "transport": "qperf " + test, "ok": int(value != ""), "value": value,
+                "unit": unit, "error": "" if value != "" else (text.strip().splitlines() or ["no output"])[-1][:200]})
+    return row
+
+
+def append(path, row):
+    with open(path, "a", newline="") as f:
+        csv.DictWriter(f, COLUMNS).writerow(row)
+
+
+def num(v):
+    return float(v) if v not in ("", None) else None
+
+
+def spread(values):
+    """"min / median / max" of VALUES (one figure if one run)."""
+    if not values:
+        return "-"
+    if len(values) == 1:
+        return f"{values[0]:.1f}"
+    return f"{min(values):.1f} / {statistics.median(values):.1f} / {max(values):.1f}"
+
+
+def levels_of(rows):
+    """The loss levels in order: 0 first, by percentage, burst last."""
+    found = {r["loss"] for r in rows}
+    return sorted(found, key=lambda v: (v == "burst", float(v) if v != "burst" else 0))
+
+
+def series_of(rows):
+    """[(provider, transport)] of the copies, in order: RDMA on each provider, then TCP."""
+    return sorted({(r["provider"], r["transport"]) for r in rows if not r["transport"].startswith("qperf")},
+                  key=lambda s: (s[1] == "tcp", s[0]))
+
+
+def name_of(provider, transport):
+    return "TCP" if transport == "tcp" else {"rxe": "RoCE (rxe)", "siw": "iWARP (siw)"}.get(provider, provider)
+
+
+def table(rows):
+    """The report's lines, and {series name: {loss: median MiB/s}} for the plot."""
+    copies = [r for r in rows if not r["transport"].startswith("qperf")]
+    levels = levels_of(copies)
+    lines = ["The same file, host B to host A: MiB/s from the sender's start to the verdict (min / median / max",
+             "of the runs that finished), the median as a share of the same transport's on a clean link, the",
+             "CPU seconds both VMs spent per GiB (median), TCP's retransmitted segments and rxe's sequence",
+             "errors (NAKs sent: rcvd_seq_err; requests out of sequence: out_of_seq_request; ACK timeouts:",
+             "completer_retry_err), medians, both hosts summed.", ""]
+    head = f"{'transport':<12} {'loss %':>6} {'ok':>5} {'MiB/s':>22} {'share':>6} {'CPU s/GiB':>10} {'TCP rtx':>8} " \
+           f"{'seq err':>8} {'out seq':>8} {'ack t/o':>8}"
+    lines += [head, "-" * len(head)]
+    plot = {}
+    for provider, transport in series_of(copies):
+        name = name_of(provider, transport)
+        base = None
+        for level in levels:
+            runs = [r for r in copies if (r["provider"], r["transport"], r["loss"]) == (provider, transport, level)]
+            if not runs:
+                continue
+            good = [r for r in runs if r["ok"] == "1" and num(r["seconds"])]
+            rates = [int(r["bytes"]) / MIB / float(r["seconds"]) for r in good]
+            median = statistics.median(rates) if rates else None
+            if level == "0" and median:
+                base = median
+            share = f"{median / base:.2f}" if median and base else "-"
+            cpu = [(num(r["cpu_a"]) + num(r["cpu_b"])) / (int(r["bytes"]) / GIB) for r in good
+                   if num(r["cpu_a"]) is not None and num(r["cpu_b"]) is not None]
+
+            def med(column):
+                values = [num(r[column]) for r in good if num(r[column]) is not None]
+                return f"{statistics.median(values):.0f}" if values else "-"
+            rtx = [num(r["tcp_retrans_a"]) + num(r["tcp_retrans_b"]) for r in good
+                   if num(r["tcp_retrans_a"]) is not None and num(r["tcp_retrans_b"]) is not None]
+            lines.append(f"{name:<12} {level:>6} {len(good):>2}/{len(runs):<2} {spread(rates):>22} {share:>6} "
+                         f"{(f'{statistics.median(cpu):.1f}' if cpu else '-'):>10} "
+                         f"{(f'{statistics.median(rtx):.0f}' if rtx else '-'):>8} {med('rxe_rcvd_seq_err'):>8} "
+                         f"{med('rxe_out_of_seq_request'):>8} {med('rxe_completer_retry_err'):>8}")
+            plot.setdefault(name, {})[level] = median
+            for r in runs:
+                if r["ok"] != "1":
+                    lines.append(f"{'':<12} {'':>6}   failed (round {r['round']}): {r['error']}")
+    qperf = [r for r in rows if r["transport"].startswith("qperf")]
+    if qperf:
+        lines += ["", "qperf, the same tool over each transport, on a clean link (MB/s: 1 MB messages; us: 64 bytes,",
+                  "one way, half the round trip):"]
+        for key in sorted({(r["provider"], r["transport"]) for r in qperf}):
+            values = [num(r["value"]) for r in qperf if (r["provider"], r["transport"]) == key and r["ok"] == "1"]
+            unit = next((r["unit"] for r in qperf if (r["provider"], r["transport"]) == key and r["unit"]), "")
+            where = "TCP" if "tcp_" in key[1] else name_of(key[0], "rdma")
+            lines.append(f"  {key[1][len('qperf '):]:<8} {where:<12} {spread([v for v in values if v is not None]):>22} {unit}")
+    return lines, plot, levels
+
+
+def main():
+    if sys.argv[1:2] == ["--start"] and len(sys.argv) == 3:
+        with open(sys.argv[2], "w", newline="") as f:
+            csv.DictWriter(f, COLUMNS).writeheader()
+        return 0
+    if sys.argv[1:2] == ["--add"] and len(sys.argv) == 11:
+        append(sys.argv[2], copy_row(*sys.argv[3:]))
+        return 0
+    if sys.argv[1:2] == ["--add-qperf"] and len(sys.argv) == 6:
+        append(sys.argv[2], qperf_row(*sys.argv[3:]))
+        return 0
+    if len(sys.argv) != 2:
+        print("usage: bench_tcp.py DIR (with DIR/results.csv); see the docstring", file=sys.stderr)
+        return 2
+    outdir = sys.argv[1]
+    try:
+        with open(os.path.join(outdir, "results.csv"), newline="") as f:
+            rows = list(csv.DictReader(f))
+    except OSError as e:
+        print(f"bench_tcp.py: no results in {outdir}: {e.strerror} (run ./lab bench-tcp first)", file=sys.stderr)
+        return 1
+    lines, plot, levels = table(rows)
+    text = setup_text(outdir) + "\n".join(lines) + "\n"
+    with open(os.path.join(outdir, "table.txt"), "w") as f:
+        f.write(text)
+    series = [(name, [(i, by_level.get(level)) for i, level in enumerate(levels)]) for name, by_level in plot.items()]
+    svg_chart(os.path.join(outdir, "goodput.svg"), "The same file over RDMA and TCP, by packet loss",
+              "packets lost on each host's link (%)", "MiB/s (median)", series, categorical=levels)
+    print(text, end="")
+    print(f"\nwrote {outdir}/results.csv (every run), table.txt and goodput.svg")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
