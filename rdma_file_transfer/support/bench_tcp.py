@@ -158,17 +158,27 @@ def name_of(provider, transport):
     return "TCP" if transport == "tcp" else {"rxe": "RoCE (rxe)", "siw": "iWARP (siw)"}.get(provider, provider)
 
 
+def packets(row):
+    """The packets both hosts sent in a copy: rxe's count on RoCE, TCP's segments otherwise; None if unknown."""
+    if row["transport"] == "rdma" and row["provider"] == "rxe":
+        return num(row["rxe_sent_pkts"])
+    a, b = num(row["tcp_out_a"]), num(row["tcp_out_b"])
+    return a + b if a is not None and b is not None else None
+
+
 def table(rows):
     """The report's lines, and {series name: {loss: median MiB/s}} for the plot."""
     copies = [r for r in rows if not r["transport"].startswith("qperf")]
     levels = levels_of(copies)
     lines = ["The same file, host B to host A: MiB/s from the sender's start to the verdict (min / median / max",
-             "of the runs that finished), the median as a share of the same transport's on a clean link, the",
-             "CPU seconds both VMs spent per GiB (median), TCP's retransmitted segments and rxe's sequence",
-             "errors (NAKs sent: rcvd_seq_err; requests out of sequence: out_of_seq_request; ACK timeouts:",
-             "completer_retry_err), medians, both hosts summed.", ""]
-    head = f"{'transport':<12} {'loss %':>6} {'ok':>5} {'MiB/s':>22} {'share':>6} {'CPU s/GiB':>10} {'TCP rtx':>8} " \
-           f"{'seq err':>8} {'out seq':>8} {'ack t/o':>8}"
+             "of the runs that finished), the median as a share of the same transport's on a clean link; then",
+             "medians, both hosts summed: the CPU seconds both VMs spent per GiB; the packets both sent per MiB",
+             "of the file (rxe's sent_pkts on RoCE; TCP's OutSegs on TCP and on iWARP, which runs over it);",
+             "TCP's retransmitted segments; rxe's sequence errors (rcvd_seq_err: a responder saw a gap and sent",
+             "a NAK) and retries (completer_retry_err: a requester went back to resend, after a NAK or a timeout).",
+             ""]
+    head = f"{'transport':<12} {'loss %':>6} {'ok':>5} {'MiB/s':>22} {'share':>6} {'CPU s/GiB':>10} {'pkts/MiB':>9} " \
+           f"{'TCP rtx':>8} {'seq err':>8} {'retries':>8}"
     lines += [head, "-" * len(head)]
     plot = {}
     for provider, transport in series_of(copies):
@@ -192,10 +202,12 @@ def table(rows):
                 return f"{statistics.median(values):.0f}" if values else "-"
             rtx = [num(r["tcp_retrans_a"]) + num(r["tcp_retrans_b"]) for r in good
                    if num(r["tcp_retrans_a"]) is not None and num(r["tcp_retrans_b"]) is not None]
+            pkts = [packets(r) / (int(r["bytes"]) / MIB) for r in good if packets(r) is not None]
             lines.append(f"{name:<12} {level:>6} {len(good):>2}/{len(runs):<2} {spread(rates):>22} {share:>6} "
                          f"{(f'{statistics.median(cpu):.1f}' if cpu else '-'):>10} "
+                         f"{(f'{statistics.median(pkts):.0f}' if pkts else '-'):>9} "
                          f"{(f'{statistics.median(rtx):.0f}' if rtx else '-'):>8} {med('rxe_rcvd_seq_err'):>8} "
-                         f"{med('rxe_out_of_seq_request'):>8} {med('rxe_completer_retry_err'):>8}")
+                         f"{med('rxe_completer_retry_err'):>8}")
             plot.setdefault(name, {})[level] = median
             for r in runs:
                 if r["ok"] != "1":

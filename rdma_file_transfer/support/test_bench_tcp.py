@@ -85,7 +85,8 @@ class Report(unittest.TestCase):
             row = {k: "" for k in bench_tcp.COLUMNS}
             row.update({"provider": provider, "transport": transport, "loss": loss, "round": "1",
                         "bytes": str(32 << 20), "ok": str(ok), "seconds": str(seconds), "cpu_a": "1.0",
-                        "cpu_b": "1.0", "tcp_retrans_a": "0", "tcp_retrans_b": "2", "error": error})
+                        "cpu_b": "1.0", "tcp_retrans_a": "0", "tcp_retrans_b": "2", "error": error,
+                        "rxe_sent_pkts": "32768", "tcp_out_a": "100", "tcp_out_b": "60"})
             rows.append(row)
         for s in (2, 4, 3):
             copy("rxe", "rdma", "0", s)
@@ -107,11 +108,14 @@ class Report(unittest.TestCase):
         self.assertIn("8.0 / 10.7 / 16.0", rdma0)  # 32 MiB in 4, 3 and 2 s
         self.assertIn("1.00", rdma0)
         self.assertIn(" 16.0 ", rdma0)  # 2 CPU seconds for 1/32 GiB
+        self.assertIn(" 1024 ", rdma0)  # rxe's packets per MiB
+        tcp0 = next(line for line in lines if line.startswith("TCP") and " 0 " in line)
+        self.assertIn(" 5 ", tcp0)  # TCP's segments (160 for 32 MiB)
         rdma5 = next(line for line in lines if line.startswith("RoCE (rxe)") and " 5 " in line)
         self.assertIn("1/2", rdma5)
         self.assertIn("0.10", rdma5)  # 32/30 MiB/s against 10.67
         self.assertIn("failed (round 1): sender: step 5 failed: retry", out)
-        order = [line.split()[0] for line in lines if line.startswith(("RoCE", "TCP"))]
+        order = [line.split()[0] for line in lines if line.startswith(("RoCE ", "TCP "))]
         self.assertEqual(order, ["RoCE", "RoCE", "TCP", "TCP", "TCP"])  # burst after the percentages
         self.assertTrue(lines[[i for i, line in enumerate(lines) if line.startswith("TCP")][-1]].split()[1] == "burst")
 
