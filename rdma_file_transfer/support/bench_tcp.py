@@ -7,6 +7,8 @@
                                                    start to its end, /usr/bin/time) and the counters of
                                                    both hosts before and after (.a0 .a1 .b0 .b1)
     bench_tcp.py --add-qperf CSV PROVIDER TEST LOG one qperf result (tcp_bw, rc_bw: MB/s; tcp_lat, rc_lat: us)
+    bench_tcp.py --add-strace CSV PROVIDER TRANSPORT SIDE BYTES FILE
+                                                   one side's system calls in a copy (strace -c -f)
     bench_tcp.py DIR                               the table (DIR/table.txt) and the plot (goodput.svg)
 
 The counters are `grep -H '' /proc/stat /proc/net/snmp .../hw_counters/*` of each VM: the CPU time of
@@ -30,7 +32,7 @@ RXE = ["sent_pkts", "out_of_seq_request", "rcvd_seq_err", "duplicate_request", "
        "retry_exceeded_err"]
 COLUMNS = (["provider", "transport", "loss", "round", "bytes", "ok", "seconds", "sent_seconds",
             "cpu_a", "cpu_b", "sys_a", "sys_b", "tcp_out_a", "tcp_out_b", "tcp_retrans_a", "tcp_retrans_b"]
-           + ["rxe_" + name for name in RXE] + ["value", "unit", "error"])
+           + ["rxe_" + name for name in RXE] + ["value", "unit", "error", "detail"])
 
 
 def read(path):
@@ -121,6 +123,24 @@ def qperf_row(provider, test, log):
     row = {k: "" for k in COLUMNS}
     row.update({"provider": provider, "transport": "qperf " + test, "ok": int(value != ""), "value": value,
                 "unit": unit, "error": "" if value != "" else (text.strip().splitlines() or ["no output"])[-1][:200]})
+    return row
+
+
+def strace_row(provider, transport, side, size, path):
+    """One side's system calls (strace -c -f: a table ending in a "total" row) per MiB of the file, and
+    the four it made most of."""
+    calls = {}
+    for line in read(path).splitlines():
+        fields = line.split()
+        if len(fields) >= 5 and fields[3].isdigit() and re.fullmatch(r"[0-9.]+", fields[0]):
+            calls[fields[-1]] = int(fields[3])
+    total = calls.pop("total", None)
+    row = {k: "" for k in COLUMNS}
+    mib = int(size) / MIB
+    row.update({"provider": provider, "transport": "strace " + transport, "bytes": size, "ok": int(total is not None),
+                "value": round(total / mib, 1) if total is not None else "", "unit": side,
+                "detail": ", ".join(f"{name} {n}" for name, n in sorted(calls.items(), key=lambda c: -c[1])[:4]),
+                "error": "" if total is not None else "no strace -c table"})
     return row
 
 
@@ -221,6 +241,13 @@ def table(rows):
             unit = next((r["unit"] for r in qperf if (r["provider"], r["transport"]) == key and r["unit"]), "")
             where = "TCP" if "tcp_" in key[1] else name_of(key[0], "rdma")
             lines.append(f"  {key[1][len('qperf '):]:<8} {where:<12} {spread([v for v in values if v is not None]):>22} {unit}")
+    traced = [r for r in rows if r["transport"].startswith("strace") and r["ok"] == "1"]
+    if traced:
+        lines += ["", "System calls per MiB of the file, one copy on a clean link under strace -c -f (the program's",
+                  "start and its connection included), and the four it made most of:"]
+        for r in sorted(traced, key=lambda r: (r["transport"] == "strace tcp", r["provider"], r["unit"])):
+            where = name_of(r["provider"], r["transport"][len("strace "):])
+            lines.append(f"  {where:<12} {r['unit']:<8} {float(r['value']):>9.1f}   {r['detail']}")
     return lines, plot, levels
 
 
@@ -231,6 +258,9 @@ def main():
         return 0
     if sys.argv[1:2] == ["--add"] and len(sys.argv) == 11:
         append(sys.argv[2], copy_row(*sys.argv[3:]))
+        return 0
+    if sys.argv[1:2] == ["--add-strace"] and len(sys.argv) == 8:
+        append(sys.argv[2], strace_row(*sys.argv[3:]))
         return 0
     if sys.argv[1:2] == ["--add-qperf"] and len(sys.argv) == 6:
         append(sys.argv[2], qperf_row(*sys.argv[3:]))

@@ -64,6 +64,21 @@ class Rows(unittest.TestCase):
             os.remove(prefix + ".a1")  # (a snapshot that could not be taken: no figure, not a wrong one)
             self.assertEqual(bench_tcp.copy_row("rxe", "rdma", "5", "1", "1", "0", "0", prefix)["cpu_a"], "")
 
+    def test_strace(self):
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "s")
+            self.write(path, "out", "% time     seconds  usecs/call     calls    errors syscall\n"
+                       "------ ----------- ----------- --------- --------- ----------------\n"
+                       " 60.00    0.000025          12       300           read\n"
+                       " 30.00    0.000016           0       100           poll\n"
+                       " 10.00    0.000016           0        20         2 openat\n"
+                       "------ ----------- ----------- --------- --------- ----------------\n"
+                       "100.00    0.000081           0       420         2 total\n")
+            row = bench_tcp.strace_row("rxe", "tcp", "sender", str(4 << 20), path + ".out")
+            self.assertEqual((row["value"], row["unit"], row["transport"]), (105.0, "sender", "strace tcp"))
+            self.assertEqual(row["detail"], "read 300, poll 100, openat 20")
+            self.assertEqual(bench_tcp.strace_row("rxe", "tcp", "sender", "1", path + ".none")["ok"], 0)
+
     def test_qperf(self):
         with tempfile.TemporaryDirectory() as d:
             log = os.path.join(d, "q")
