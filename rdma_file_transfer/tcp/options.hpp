@@ -10,6 +10,9 @@
 
 #include <rdma_samples/args.hpp>
 #include <rdma_samples/cm_address.hpp>
+#include <rdma_samples/text.hpp>
+
+#include <arpa/inet.h>
 
 #include <cstdint>
 #include <string>
@@ -73,7 +76,14 @@ inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
             opt.name = v.substr(v.rfind('/') + 1);
     };
     spec.extra.push_back({"server-addr", "ADDR", "the receiver's IPv4 or IPv6 address (required)", "none",
-                          [&opt](const std::string &v) { opt.server_addr = v; }, "sa"});
+                          [&opt](const std::string &v) {
+                              in6_addr any{}; // (an address, never a name: a lookup would wait unbounded by -t)
+                              if (inet_pton(AF_INET, v.c_str(), &any) != 1 && inet_pton(AF_INET6, v.c_str(), &any) != 1)
+                                  throw rdma_samples::UsageError("-sa: expected an IPv4 or IPv6 address, got " +
+                                                                 rdma_samples::quote(v));
+                              opt.server_addr = v;
+                          },
+                          "sa"});
     spec.extra.push_back({"name", "NAME", "the name to store the file under, when the receiver's -o is a directory",
                           "FILE's last component", [&opt](const std::string &v) {
                               if (v.size() >= max_text) // (the receiver judges the name itself: NAME_MAX, /, ..)

@@ -70,7 +70,7 @@ void run(const Args &args, const tcp::SenderOptions &opt)
         sha.update(chunk.data(), len);
         if (k == 0 && test_fault().corrupt)
             chunk[0] = static_cast<char>(chunk[0] ^ 1); // test only: damage the data after hashing it
-        s.send_all(chunk.data(), len, "the file's bytes"); // our buffer into the kernel's: TCP takes it from there
+        s.send_data(chunk.data(), len, "the file's bytes"); // our buffer into the kernel's: TCP takes it from there
         offset += len;
         progress.update(offset);
         if (test_fault().pause_ms > 0)

@@ -97,24 +97,31 @@ struct Stream {
                                          " bytes of " + what),
                      peer + "'s output says why; a file not yet verified is not kept");
     }
-    /** @brief All @p len bytes of @p buf into the socket: send() copies what fits into the socket's
-     *  buffer; when it is full (the peer reads slower than we send), poll() waits for room. While it
-     *  waits, a message from the peer (it can only be a refusal) ends the transfer with its reason. */
-    void send_all(const char *buf, std::size_t len, const std::string &what)
+    /** @brief All @p len bytes of @p buf into the socket: poll() until there is room (the socket's
+     *  buffer is full while the peer reads slower than we send), then send() copies what fits into the
+     *  kernel. Usually one poll() and one send() a chunk. */
+    void send_all(const char *buf, std::size_t len, const std::string &what) { send_watching(buf, len, what, POLLOUT); }
+    /** @brief As send_all(), while the peer owes us nothing: the same poll() tells whether it said
+     *  something meanwhile. It may only refuse, and its refusal ends the transfer with its reason. */
+    void send_data(const char *buf, std::size_t len, const std::string &what)
+    {
+        send_watching(buf, len, what, POLLOUT | POLLIN);
+    }
+    /** @brief send_all(), and with @p events POLLIN, send_data(). */
+    void send_watching(const char *buf, std::size_t len, const std::string &what, short events)
     {
         check_deadline(what);
         while (len > 0) {
+            if (wait(events, "room to send " + what) & events & POLLIN)
+                throw_what_peer_says("room to send " + what);
             // MSG_NOSIGNAL: a peer that closed makes send() fail with EPIPE instead of killing us (SIGPIPE).
             const ssize_t n = send(fd.get(), buf, len, MSG_NOSIGNAL);
             if (n >= 0) {
                 buf += n;
                 len -= static_cast<std::size_t>(n);
-            } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (wait(POLLOUT | POLLIN, "room to send " + what) & POLLIN)
-                    throw_what_peer_says("room to send " + what);
             } else if (errno == EPIPE || errno == ECONNRESET) {
                 throw_what_peer_says(peer + " to take " + what); // its refusal may wait in our socket
-            } else if (errno != EINTR) {
+            } else if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
                 rdma_samples::fail_errno("send (" + what + ")", errno);
             }
         }
@@ -155,6 +162,7 @@ struct Stream {
      *  socket with unread bytes would reset the connection, and the reset could destroy the refusal. */
     [[noreturn]] void refuse(const Error &e)
     {
+        transfer = rdma_samples::Deadline(timeout_s); // -t of its own: --deadline may be what we refuse
         try {
             send_message(make_message(Type::refusal, std::string(e.what()) + "\n" + e.hint()));
             shutdown(fd.get(), SHUT_WR);
