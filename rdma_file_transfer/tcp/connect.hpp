@@ -66,7 +66,10 @@ inline rdma_samples::Fd listen_on(std::uint16_t port)
     const bool v6 = raw >= 0; // (no IPv6 here: IPv4 only)
     rdma_samples::Fd fd(v6 ? raw : socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0), "socket(SOCK_STREAM)");
     const int zero = 0, one = 1;
-    sockaddr_in6 any6{.sin6_family = AF_INET6, .sin6_port = htons(port), .sin6_flowinfo = 0, .sin6_addr = in6addr_any,
+    sockaddr_in6 any6{.sin6_family = AF_INET6,
+                      .sin6_port = htons(port),
+                      .sin6_flowinfo = 0,
+                      .sin6_addr = in6addr_any,
                       .sin6_scope_id = 0};
     sockaddr_in any4{.sin_family = AF_INET, .sin_port = htons(port), .sin_addr = {htonl(INADDR_ANY)}, .sin_zero = {}};
     const sockaddr *addr = v6 ? reinterpret_cast<const sockaddr *>(&any6) : reinterpret_cast<const sockaddr *>(&any4);
@@ -106,7 +109,8 @@ inline rdma_samples::Fd accept_one(int listener, int timeout_s)
                 rdma_samples::fail_errno("accept", errno);
         }
         if (deadline.expired())
-            throw rdma_samples::timeout_error(timeout_s, "the sender to connect", "start tcp_file_sender -sa ADDR FILE");
+            throw rdma_samples::timeout_error(timeout_s, "the sender to connect",
+                                              "start tcp_file_sender -sa ADDR FILE");
     }
 }
 
@@ -157,9 +161,9 @@ inline rdma_samples::Fd connect_to(const std::string &addr, std::uint16_t port, 
                                      "check the address and the route (ip route get " + addr + ")");
         refused = refused || err == ECONNREFUSED;
         if (err == ETIMEDOUT || deadline.expired())
-            throw rdma_samples::Error(refused ? "connect(" + peer + "): nobody listens there (ECONNREFUSED)"
-                                              : "timed out after " + std::to_string(timeout_s) + " s connecting to " +
-                                                    peer,
+            throw rdma_samples::Error(refused
+                                          ? "connect(" + peer + "): nobody listens there (ECONNREFUSED)"
+                                          : "timed out after " + std::to_string(timeout_s) + " s connecting to " + peer,
                                       "is the receiver running on " + peer +
                                           "? start it first (tcp_file_receiver -o DIR), with the same -lp");
         if (wait_ms == 100)

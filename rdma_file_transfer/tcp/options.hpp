@@ -68,13 +68,6 @@ inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
                  "Send FILE to tcp_file_receiver over one TCP connection, verified with SHA-256 (the TCP twin of "
                  "rdma_file_sender, to be measured beside it).",
                  opt);
-    spec.operand_name = "FILE";
-    spec.operand_help = "the file to send (a regular file)";
-    spec.operand = [&opt](const std::string &v) {
-        opt.file = v;
-        if (opt.name.empty()) // (a --name given before FILE stays)
-            opt.name = v.substr(v.rfind('/') + 1);
-    };
     spec.extra.push_back({"server-addr", "ADDR", "the receiver's IPv4 or IPv6 address (required)", "none",
                           [&opt](const std::string &v) {
                               in6_addr any{}; // (an address, never a name: a lookup would wait unbounded by -t)
@@ -84,13 +77,7 @@ inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
                               opt.server_addr = v;
                           },
                           "sa"});
-    spec.extra.push_back({"name", "NAME", "the name to store the file under, when the receiver's -o is a directory",
-                          "FILE's last component", [&opt](const std::string &v) {
-                              if (v.size() >= max_text) // (the receiver judges the name itself: NAME_MAX, /, ..)
-                                  throw rdma_samples::UsageError("--name: at most " + std::to_string(max_text - 1) +
-                                                                 " bytes");
-                              opt.name = v;
-                          }});
+    file_and_name(spec, opt.file, opt.name);
     return spec;
 }
 
@@ -103,21 +90,8 @@ inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
                  "Receive one file from tcp_file_sender over TCP, verify its SHA-256, keep it (the TCP twin of "
                  "rdma_file_receiver, to be measured beside it).",
                  opt);
-    spec.extra.push_back({"output", "PATH|DIR",
-                          "where to store the file (required); a directory: under the name the sender gives",
-                          "none: required",
-                          [&opt](const std::string &v) {
-                              if (v.empty())
-                                  throw rdma_samples::UsageError("-o: empty; give a directory or a file path");
-                              opt.out = v;
-                          },
-                          "o"});
-    spec.extra.push_back(
-        {"force", "", "replace an existing file", "off", [&opt](const std::string &) { opt.force = true; }});
-    spec.extra.push_back({"max-size", "BYTES", "refuse an offer of more bytes (one beyond the free space is refused anyway)",
-                          "none: the free space", [&opt](const std::string &v) {
-                              opt.max_size = parse_number("--max-size", v, 0, UINT64_MAX);
-                          }});
+    for (rdma_samples::ExtraFlag &flag : output_flags(opt.out, opt.force, opt.max_size))
+        spec.extra.push_back(std::move(flag));
     spec.extra.push_back({"chunk", "BYTES", "bytes per chunk: what we recv() before we hash and write it", "1048576",
                           [&opt](const std::string &v) {
                               opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, max_chunk));

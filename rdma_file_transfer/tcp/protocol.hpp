@@ -13,6 +13,7 @@
  */
 #pragma once
 
+#include "../peer_checks.hpp"
 #include "../protocol.hpp"
 
 #include <rdma_samples/check.hpp>
@@ -130,23 +131,15 @@ inline void check_done(const Message &done, std::uint64_t length)
                     "the sender does not follow the protocol, or its file changed");
 }
 
-/** @brief Throws unless @p verdict (flags 0 or 1) agrees with itself and with @p digest, ours: never
- *  success on the receiver's word alone. */
-inline void check_verdict(const Message &verdict, const Digest &digest)
+/** @brief Throws unless the receiver's @p verdict has flags 0 or 1, and agrees with itself and with
+ *  @p digest, ours (the RDMA pair's check_verdict(), ../peer_checks.hpp): never success on the
+ *  receiver's word alone. */
+inline void check_tcp_verdict(const Message &verdict, const Digest &digest)
 {
     if (verdict.flags > 1)
         throw Error("the receiver's verdict has flags " + std::to_string(verdict.flags) + "; expected 0 or 1",
                     "the receiver does not follow the protocol");
-    if (verdict.flags == 1 && verdict.digest != digest)
-        throw Error("the receiver says the digests match, but it computed " + hex(verdict.digest) + ", not our " +
-                        hex(digest) + ": not trusted",
-                    "the receiver does not follow the protocol; do not rely on its copy");
-    if (verdict.flags == 0 && verdict.digest == digest)
-        throw Error("the receiver computed our digest " + hex(digest) + ", yet says they differ",
-                    "the receiver does not follow the protocol");
-    if (verdict.flags == 0)
-        throw Error("the receiver computed " + hex(verdict.digest) + ", not " + hex(digest) + ": the data was damaged",
-                    "nothing was kept on the receiver; send the file again");
+    check_verdict(verdict, digest);
 }
 
 } // namespace rdma_file_transfer::tcp

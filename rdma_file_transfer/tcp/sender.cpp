@@ -69,7 +69,7 @@ void run(const Args &args, const tcp::SenderOptions &opt)
             throw *changed_while_sent(src, offset + len, opt.file); // shrank: we close, the receiver sees it
         sha.update(chunk.data(), len);
         if (k == 0 && test_fault().corrupt)
-            chunk[0] = static_cast<char>(chunk[0] ^ 1); // test only: damage the data after hashing it
+            chunk[0] = static_cast<char>(chunk[0] ^ 1);     // test only: damage the data after hashing it
         s.send_data(chunk.data(), len, "the file's bytes"); // our buffer into the kernel's: TCP takes it from there
         offset += len;
         progress.update(offset);
@@ -88,7 +88,7 @@ void run(const Args &args, const tcp::SenderOptions &opt)
 
     step(6, "receive the verdict, and compare the digest the receiver computed with ours");
     const Message verdict = s.recv_message(Type::verdict, "the verdict");
-    check_verdict(verdict, digest); // never success on the receiver's word alone
+    check_tcp_verdict(verdict, digest); // never success on the receiver's word alone
     result("Receiver's digest matches ours: %s", hex(verdict.digest).c_str());
 
     // The file is delivered and verified: a connection that ends badly now changes neither.

@@ -91,11 +91,11 @@ struct Stream {
      *  bytes in. @return it */
     Error closed_error(const std::string &what, std::uint64_t got, std::uint64_t len) const
     {
-        return Error(peer + " closed the connection " +
-                         (got == 0 ? "while we waited for " + what
-                                   : "after " + std::to_string(got) + " of the " + std::to_string(len) +
-                                         " bytes of " + what),
-                     peer + "'s output says why; a file not yet verified is not kept");
+        return Error(
+            peer + " closed the connection " +
+                (got == 0 ? "while we waited for " + what
+                          : "after " + std::to_string(got) + " of the " + std::to_string(len) + " bytes of " + what),
+            peer + "'s output says why; a file not yet verified is not kept");
     }
     /** @brief All @p len bytes of @p buf into the socket: poll() until there is room (the socket's
      *  buffer is full while the peer reads slower than we send), then send() copies what fits into the

@@ -76,7 +76,7 @@ struct ProgramSpec {
     /// whether -d and -g apply, and -v traces verbs calls; false: a program without RDMA (rdma_file_transfer's
     /// TCP twin, which -v traces socket calls)
     bool rdma_device = true;
-    bool rdma_cm = false;            ///< whether -cm, -lp, -sa, -sat apply
+    bool rdma_cm = false; ///< whether -cm, -lp, -sa, -sat apply
     /// whether -ld, -re and -cm apply; false: an RDMA CM program only (use_cm is always set)
     bool descriptor_files = true;
     std::vector<ExtraFlag> extra{}; ///< program-specific flags
