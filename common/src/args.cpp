@@ -60,7 +60,7 @@ std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
                  "30"});
     f.push_back({"v", "verbose", nullptr,
                  spec.rdma_device ? "print every verbs call with its arguments and result"
-                                  : "print every socket call with its arguments and result",
+                                  : "print the socket calls that make the connection, with their results",
                  "off"});
     f.push_back({"h", "help", nullptr, "print this help and exit", ""});
     return f;

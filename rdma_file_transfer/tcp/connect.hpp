@@ -85,7 +85,8 @@ inline rdma_samples::Fd listen_on(std::uint16_t port)
                                                      : "choose a port from 1024 to 65535 with -lp");
     if (listen(fd.get(), 1) != 0)
         rdma_samples::fail_errno("listen", errno);
-    rdma_samples::trace("socket(), bind(port %u), listen() = fd %d", port, fd.get());
+    if (rdma_samples::verbose()) // (-v: the socket calls that make the connection; not every send() and recv())
+        rdma_samples::info("[socket] socket(), bind(port %u), listen() = fd %d", port, fd.get());
     return fd;
 }
 
@@ -102,7 +103,8 @@ inline rdma_samples::Fd accept_one(int listener, int timeout_s)
             rdma_samples::Fd fd(accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
             if (fd.get() >= 0) {
                 prepare_socket(fd.get());
-                rdma_samples::trace("accept() = fd %d", fd.get());
+                if (rdma_samples::verbose())
+                    rdma_samples::info("[socket] accept() = fd %d", fd.get());
                 return fd;
             }
             if (errno != EAGAIN && errno != ECONNABORTED && errno != EINTR) // (a client gone already)
@@ -153,7 +155,8 @@ inline rdma_samples::Fd connect_to(const std::string &addr, std::uint16_t port, 
         std::optional<rdma_samples::Fd> fd;
         const int err = connect_once(*ai, deadline, fd);
         if (fd) {
-            rdma_samples::trace("socket(), connect(%s) = fd %d", peer.c_str(), fd->get());
+            if (rdma_samples::verbose())
+                rdma_samples::info("[socket] socket(), connect(%s) = fd %d", peer.c_str(), fd->get());
             return std::move(*fd);
         }
         if (err != ECONNREFUSED && err != ETIMEDOUT)

@@ -68,7 +68,7 @@ inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
                  "Send FILE to tcp_file_receiver over one TCP connection, verified with SHA-256 (the TCP twin of "
                  "rdma_file_sender, to be measured beside it).",
                  opt);
-    spec.extra.push_back({"server-addr", "ADDR", "the receiver's IPv4 or IPv6 address (required)", "none",
+    spec.extra.push_back({"server-addr", "ADDR", "the receiver's IPv4 or IPv6 address", "none: required",
                           [&opt](const std::string &v) {
                               in6_addr any{}; // (an address, never a name: a lookup would wait unbounded by -t)
                               if (inet_pton(AF_INET, v.c_str(), &any) != 1 && inet_pton(AF_INET6, v.c_str(), &any) != 1)
