@@ -92,8 +92,7 @@ void run(const Args &args, const tcp::ReceiverOptions &opt)
     verdict.flags = verdict.digest == done.digest ? 1 : 0;
     if (verdict.flags != 1) {
         s.send_message(verdict);
-        throw Error("the data's SHA-256 is " + hex(verdict.digest) + ", the sender announced " + hex(done.digest),
-                    "the data was damaged on the way, or the file changed while it was sent; nothing was kept");
+        throw digest_mismatch(verdict.digest, done.digest);
     }
     s.refuse_on_error([&] { file.commit(); });
     result("%s  %s", hex(verdict.digest).c_str(), shown_path(dest.path()).c_str()); // sha256sum's format
