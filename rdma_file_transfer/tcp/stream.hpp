@@ -73,7 +73,9 @@ struct Stream {
                 wait(POLLIN, what); // empty: sleep until the peer sends
             else if (errno != EINTR)
                 rdma_samples::fail_errno("recv (while we waited for " + what + ")", errno,
-                                         peer + " closed the connection abruptly (reset); its output says why");
+                                         errno == ECONNRESET
+                                             ? peer + " closed the connection abruptly (reset); its output says why"
+                                             : "check the network between the two sides");
         }
     }
     /** @brief Exactly @p len bytes into @p buf; @p peer closing its end first is an error that says how

@@ -211,15 +211,15 @@ EOF
 }
 
 @test "tcp_file_transfer: a sender killed midway: the receiver says how far it got and keeps nothing" {
-    random_file f $((20 * CHUNK))
+    random_file f $((40 * CHUNK)) # 12 s at 300 ms a chunk: killed long before the end
     start_peer receiver "$RECEIVER" -lp "$PORT" -t 10 -o "$OUT" --chunk "$CHUNK"
     wait_listening receiver
-    RDMA_SAMPLES_TEST_FILE_FAULT=pause=200 start_program sender "$SENDER" -sa 127.0.0.1 -lp "$PORT" -t 10 "$IN/f"
+    RDMA_SAMPLES_TEST_FILE_FAULT=pause=300 start_program sender "$SENDER" -sa 127.0.0.1 -lp "$PORT" -t 10 "$IN/f"
     wait_line sender "^step 5:"
     kill -KILL "$(cat "$BATS_TEST_TMPDIR/sender.pid")"
     wait_peer receiver
     assert_equal "$peer_status" 1
-    assert_peer_line --regexp "^receiver: step 4 failed: the sender closed the connection (after [0-9]+ of the $((20 * CHUNK)) bytes of the file|while we waited for the file)$"
+    assert_peer_line --regexp "^receiver: step 4 failed: the sender closed the connection (after [0-9]+ of the $((40 * CHUNK)) bytes of the file|while we waited for the file)$"
     assert_equal "$(ls -A "$OUT")" ""
 }
 
