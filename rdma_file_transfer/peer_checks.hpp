@@ -170,8 +170,10 @@ void check_answer(const ControlMessage &m, Turn turn, const Slots &slots, const 
 }
 
 /** @brief Throws unless @p verdict (flags 0 or 1) agrees with itself and with @p digest, ours: never
- *  success on the receiver's word alone. */
-inline void check_verdict(const ControlMessage &verdict, const Digest &digest)
+ *  success on the receiver's word alone. (A template: the TCP twin's verdict, tcp/protocol.hpp, has
+ *  the same two fields.) */
+template <typename Verdict>
+void check_verdict(const Verdict &verdict, const Digest &digest)
 {
     if (verdict.flags == 1 && verdict.digest != digest)
         throw Error("the receiver says the digests match, but it computed " + hex(verdict.digest) + ", not our " +

@@ -197,8 +197,7 @@ void run(const Args &args, const ReceiverOptions &opt)
     if (verdict.flags != 1) {
         link.post_message(verdict);
         link.deliver(); // a NIC may not have sent it yet when we tear the QP down
-        throw Error("the data's SHA-256 is " + hex(verdict.digest) + ", the sender announced " + hex(done.digest),
-                    "the data was damaged on the way, or the file changed while it was sent; nothing was kept");
+        throw digest_mismatch(verdict.digest, done.digest);
     }
     link.refuse_on_error([&] { file.commit(); });
     result("%s  %s", hex(verdict.digest).c_str(), shown_path(dest.path()).c_str()); // sha256sum's format

@@ -23,10 +23,11 @@ struct CommonFlag {
 
 std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
 {
-    std::vector<CommonFlag> f = {
-        {"d", "device", "NAME", "RDMA device name", "first device with an active port"},
-        {"g", "gid-index", "INDEX", "GID index", "best GID: RoCE v2 with an IPv4 address"},
-    };
+    std::vector<CommonFlag> f;
+    if (spec.rdma_device) {
+        f.push_back({"d", "device", "NAME", "RDMA device name", "first device with an active port"});
+        f.push_back({"g", "gid-index", "INDEX", "GID index", "best GID: RoCE v2 with an IPv4 address"});
+    }
     if (spec.descriptor_files) {
         f.push_back({"ld", "local-descriptor-path", "PATH", "where this side writes its connection descriptor",
                      default_local_descriptor_path});
@@ -53,9 +54,14 @@ std::vector<CommonFlag> common_flags(const ProgramSpec &spec)
         f.push_back({"w", "write-string", "TEXT", "", std::string("\"") + default_message + "\""});
     if (spec.multi_conn)
         f.push_back({"nc", "num-connections", "N", "number of connections (1..1024)", "1"});
-    f.push_back(
-        {"t", "timeout", "SECONDS", "how long any single wait may last (peer file, completion, CM event)", "30"});
-    f.push_back({"v", "verbose", nullptr, "print every verbs call with its arguments and result", "off"});
+    f.push_back({"t", "timeout", "SECONDS",
+                 spec.rdma_device ? "how long any single wait may last (peer file, completion, CM event)"
+                                  : "how long any single wait may last (the connection, a message, a chunk)",
+                 "30"});
+    f.push_back({"v", "verbose", nullptr,
+                 spec.rdma_device ? "print every verbs call with its arguments and result"
+                                  : "print the socket calls that make the connection, with their results",
+                 "off"});
     f.push_back({"h", "help", nullptr, "print this help and exit", ""});
     return f;
 }

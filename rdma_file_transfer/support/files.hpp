@@ -60,6 +60,14 @@ private:
     std::unique_ptr<EVP_MD_CTX, Free> ctx_;
 };
 
+/** @brief The receiver's error when the SHA-256 of the bytes it got (@p computed) is not the one the
+ *  sender announced with "done": nothing is kept. @return the error */
+inline Error digest_mismatch(const Digest &computed, const Digest &announced)
+{
+    return Error("the data's SHA-256 is " + hex(computed) + ", the sender announced " + hex(announced),
+                 "the data was damaged on the way, or the file changed while it was sent; nothing was kept");
+}
+
 /** @brief The file to send, open, with the size it had when opened. */
 struct Source {
     Fd fd;              ///< open for reading

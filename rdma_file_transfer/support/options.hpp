@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace rdma_file_transfer {
 
@@ -52,6 +53,47 @@ inline rdma_samples::ExtraFlag deadline_flag(int &deadline_s)
                                   std::to_string(default_deadline_s), deadline_s, 1, 7 * 24 * 3600);
 }
 
+/** @brief The sender's FILE operand and its --name, the same in the RDMA pair and its TCP twin: FILE
+ *  also names the file unless --name does. @param spec where they go @param file,name where the values go
+ *  (they must outlive the parse) */
+inline void file_and_name(rdma_samples::ProgramSpec &spec, std::string &file, std::string &name)
+{
+    spec.operand_name = "FILE";
+    spec.operand_help = "the file to send (a regular file)";
+    spec.operand = [&file, &name](const std::string &v) {
+        file = v;
+        if (name.empty()) // (a --name given before FILE stays)
+            name = v.substr(v.rfind('/') + 1);
+    };
+    spec.extra.push_back({"name", "NAME", "the name to store the file under, when the receiver's -o is a directory",
+                          "FILE's last component", [&name](const std::string &v) {
+                              if (v.size() >= max_text) // (the receiver judges the name itself: NAME_MAX, /, ..)
+                                  throw rdma_samples::UsageError("--name: at most " + std::to_string(max_text - 1) +
+                                                                 " bytes");
+                              name = v;
+                          }});
+}
+
+/** @brief The receiver's -o, --force and --max-size, the same in the RDMA pair and its TCP twin.
+ *  @param out,force,max_size where the values go (they must outlive the parse) @return the flags */
+inline std::vector<rdma_samples::ExtraFlag> output_flags(std::string &out, bool &force, std::uint64_t &max_size)
+{
+    return {
+        {"output", "PATH|DIR", "where to store the file (required); a directory: under the name the sender gives",
+         "none: required",
+         [&out](const std::string &v) {
+             if (v.empty())
+                 throw rdma_samples::UsageError("-o: empty; give a directory or a file path");
+             out = v;
+         },
+         "o"},
+        {"force", "", "replace an existing file", "off", [&force](const std::string &) { force = true; }},
+        {"max-size", "BYTES", "refuse an offer of more bytes (one larger than the free space is refused anyway)",
+         "none: the free space",
+         [&max_size](const std::string &v) { max_size = rdma_samples::parse_number("--max-size", v, 0, UINT64_MAX); }},
+    };
+}
+
 /** @brief rdma_file_sender's command line, filling @p opt. @return the spec for run_sample() */
 inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
 {
@@ -59,13 +101,6 @@ inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
     rdma_samples::ProgramSpec spec = rdma_samples::cm_only_spec(
         "rdma_file_sender", "sender",
         "Send FILE to rdma_file_receiver over RDMA WRITEs into its ring, verified with SHA-256.");
-    spec.operand_name = "FILE";
-    spec.operand_help = "the file to send (a regular file)";
-    spec.operand = [&opt](const std::string &v) {
-        opt.file = v;
-        if (opt.name.empty()) // (a --name given before FILE stays)
-            opt.name = v.substr(v.rfind('/') + 1);
-    };
     spec.extra = {
         {"id", "NAME", "who we are, for the receiver's --keys (step 6)", "anonymous",
          [&opt](const std::string &v) {
@@ -73,15 +108,9 @@ inline rdma_samples::ProgramSpec sender_spec(SenderOptions &opt)
                  throw UsageError("--id: 1 to 255 bytes without blanks, got " + rdma_samples::quote(v));
              opt.id = v;
          }},
-        {"name", "NAME", "the name to store the file under, when the receiver's -o is a directory",
-         "FILE's last component",
-         [&opt](const std::string &v) {
-             if (v.size() >= max_text) // (the receiver judges the name itself: NAME_MAX, /, ..)
-                 throw UsageError("--name: at most " + std::to_string(max_text - 1) + " bytes");
-             opt.name = v;
-         }},
-        deadline_flag(opt.deadline_s),
     };
+    file_and_name(spec, opt.file, opt.name);
+    spec.extra.push_back(deadline_flag(opt.deadline_s));
     return spec;
 }
 
@@ -134,31 +163,22 @@ inline rdma_samples::ProgramSpec receiver_spec(ReceiverOptions &opt)
     rdma_samples::ProgramSpec spec = rdma_samples::cm_only_spec(
         "rdma_file_receiver", "receiver",
         "Receive one file from rdma_file_sender into a ring of slots, verify its SHA-256, keep it.");
-    spec.extra = {
-        {"output", "PATH|DIR", "where to store the file (required); a directory: under the name the sender gives",
-         "none: required",
-         [&opt](const std::string &v) {
-             if (v.empty())
-                 throw rdma_samples::UsageError("-o: empty; give a directory or a file path");
-             opt.out = v;
-         },
-         "o"},
-        {"keys", "FILE", "one \"ID KEY\" per line: the key to send each sender ID (step 7)", "none: send a receipt",
-         [&opt](const std::string &v) { opt.keys_file = v; }},
-        {"force", "", "replace an existing file", "off", [&opt](const std::string &) { opt.force = true; }},
-        {"max-size", "BYTES", "refuse an offer of more bytes (one larger than the free space is refused anyway)",
-         "none: the free space",
-         [&opt](const std::string &v) { opt.max_size = parse_number("--max-size", v, 0, UINT64_MAX); }},
-        {"slots", "N", "slots in the ring: chunks the sender may have in flight", "4",
-         [&opt](const std::string &v) {
-             opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24));
-         }},
-        {"chunk", "BYTES", "bytes per slot (one RDMA WRITE)", "1048576",
-         [&opt](const std::string &v) {
-             opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, max_chunk));
-         }},
-        deadline_flag(opt.deadline_s),
-    };
+    spec.extra = output_flags(opt.out, opt.force, opt.max_size);
+    spec.extra.insert(spec.extra.begin() + 1,
+                      {"keys", "FILE", "one \"ID KEY\" per line: the key to send each sender ID (step 7)",
+                       "none: send a receipt", [&opt](const std::string &v) { opt.keys_file = v; }});
+    spec.extra.insert(spec.extra.end(),
+                      {
+                          {"slots", "N", "slots in the ring: chunks the sender may have in flight", "4",
+                           [&opt](const std::string &v) {
+                               opt.slots = static_cast<std::uint32_t>(parse_number("--slots", v, 1, 1U << 24));
+                           }},
+                          {"chunk", "BYTES", "bytes per slot (one RDMA WRITE)", "1048576",
+                           [&opt](const std::string &v) {
+                               opt.chunk = static_cast<std::uint32_t>(parse_number("--chunk", v, 1, max_chunk));
+                           }},
+                          deadline_flag(opt.deadline_s),
+                      });
     return spec;
 }
 

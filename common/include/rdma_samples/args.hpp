@@ -73,7 +73,10 @@ struct ProgramSpec {
     std::string message_help{};      ///< help text of the message flag
     bool resource_descriptor = true; ///< whether -m applies
     bool multi_conn = false;         ///< whether -nc applies
-    bool rdma_cm = false;            ///< whether -cm, -lp, -sa, -sat apply
+    /// whether -d and -g apply, and -v traces verbs calls; false: a program without RDMA (rdma_file_transfer's
+    /// TCP twin, which -v traces socket calls)
+    bool rdma_device = true;
+    bool rdma_cm = false; ///< whether -cm, -lp, -sa, -sat apply
     /// whether -ld, -re and -cm apply; false: an RDMA CM program only (use_cm is always set)
     bool descriptor_files = true;
     std::vector<ExtraFlag> extra{}; ///< program-specific flags
