@@ -7,6 +7,7 @@
                                                    start to its end, /usr/bin/time) and the counters of
                                                    both hosts before and after (.a0 .a1 .b0 .b1)
     bench_tcp.py --add-qperf CSV PROVIDER TEST LOG one qperf result (tcp_bw, rc_bw: MB/s; tcp_lat, rc_lat: us)
+    bench_tcp.py --add-bench CSV PROVIDER LABEL LOG  rdma_bench's latency (its median, us)
     bench_tcp.py --add-strace CSV PROVIDER TRANSPORT SIDE BYTES FILE
                                                    one side's system calls in a copy (strace -c -f)
     bench_tcp.py DIR                               the table (DIR/table.txt) and the plot (goodput.svg)
@@ -22,7 +23,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rdma_bench", "support"))
-from report import setup_text, svg_chart  # noqa: E402  (setup.txt; the SVG plotter)
+from report import result_row, setup_text, svg_chart  # noqa: E402  (a result row; setup.txt; the SVG plotter)
 
 USER_HZ = 100  # /proc/stat's unit (sysconf(_SC_CLK_TCK) on Linux)
 GIB = 1 << 30
@@ -126,9 +127,20 @@ def qperf_row(provider, test, log):
     return row
 
 
+def bench_row(provider, label, log):
+    """rdma_bench's latency row (bytes, iterations, min, median, ...): its median, in us."""
+    fields = result_row(read(log)) or []
+    value = float(fields[3]) if len(fields) > 3 else ""
+    text = read(log).strip().splitlines()
+    row = {k: "" for k in COLUMNS}
+    row.update({"provider": provider, "transport": "rdma_bench " + label, "ok": int(value != ""), "value": value,
+                "unit": "us", "error": "" if value != "" else (text or ["no output"])[-1][:200]})
+    return row
+
+
 def strace_row(provider, transport, side, size, path):
-    """One side's system calls (strace -c -f: a table ending in a "total" row) per MiB of the file, and
-    the four it made most of."""
+    """One side's system calls in one copy of SIZE bytes (strace -c -f: a table ending in a "total"
+    row): the total, and each call's count in "detail" ("name n, ..."), most first."""
     calls = {}
     for line in read(path).splitlines():
         fields = line.split()
@@ -136,12 +148,28 @@ def strace_row(provider, transport, side, size, path):
             calls[fields[-1]] = int(fields[3])
     total = calls.pop("total", None)
     row = {k: "" for k in COLUMNS}
-    mib = int(size) / MIB
     row.update({"provider": provider, "transport": "strace " + transport, "bytes": size, "ok": int(total is not None),
-                "value": round(total / mib, 1) if total is not None else "", "unit": side,
-                "detail": ", ".join(f"{name} {n}" for name, n in sorted(calls.items(), key=lambda c: -c[1])[:4]),
+                "value": total if total is not None else "", "unit": side,
+                "detail": ", ".join(f"{name} {n}" for name, n in sorted(calls.items(), key=lambda c: -c[1])),
                 "error": "" if total is not None else "no strace -c table"})
     return row
+
+
+def per_mib(small, large):
+    """From the strace rows of one side at two sizes: (calls per MiB of the file, calls of the start and
+    the connection, [(call, per MiB)] of the four that grow most). One size: everything per MiB."""
+    def counts(row):
+        return {name: int(n) for name, n in (part.rsplit(" ", 1) for part in row["detail"].split(", ") if part)}
+    if large is None or int(large["bytes"]) == int(small["bytes"]):
+        mib = int(small["bytes"]) / MIB
+        grow = {name: n / mib for name, n in counts(small).items()}
+        return float(small["value"]) / mib, None, sorted(grow.items(), key=lambda c: -c[1])[:4]
+    mib = (int(large["bytes"]) - int(small["bytes"])) / MIB
+    a, b = counts(small), counts(large)
+    grow = {name: (b.get(name, 0) - a.get(name, 0)) / mib for name in set(a) | set(b)}
+    rate = (float(large["value"]) - float(small["value"])) / mib
+    fixed = float(small["value"]) - rate * int(small["bytes"]) / MIB
+    return rate, fixed, [c for c in sorted(grow.items(), key=lambda c: -c[1])[:4] if c[1] > 0]
 
 
 def append(path, row):
@@ -170,7 +198,7 @@ def levels_of(rows):
 
 def series_of(rows):
     """[(provider, transport)] of the copies, in order: RDMA on each provider, then TCP."""
-    return sorted({(r["provider"], r["transport"]) for r in rows if not r["transport"].startswith("qperf")},
+    return sorted({(r["provider"], r["transport"]) for r in rows if r["transport"] in ("rdma", "tcp")},
                   key=lambda s: (s[1] == "tcp", s[0]))
 
 
@@ -188,7 +216,7 @@ def packets(row):
 
 def table(rows):
     """The report's lines, and {series name: {loss: median MiB/s}} for the plot."""
-    copies = [r for r in rows if not r["transport"].startswith("qperf")]
+    copies = [r for r in rows if r["transport"] in ("rdma", "tcp")]
     levels = levels_of(copies)
     lines = ["The same file, host B to host A: MiB/s from the sender's start to the verdict (min / median / max",
              "of the runs that finished), the median as a share of the same transport's on a clean link; then",
@@ -232,22 +260,31 @@ def table(rows):
             for r in runs:
                 if r["ok"] != "1":
                     lines.append(f"{'':<12} {'':>6}   failed (round {r['round']}): {r['error']}")
-    qperf = [r for r in rows if r["transport"].startswith("qperf")]
-    if qperf:
-        lines += ["", "qperf, the same tool over each transport, on a clean link (MB/s: 1 MB messages; us: 64 bytes,",
-                  "one way, half the round trip):"]
-        for key in sorted({(r["provider"], r["transport"]) for r in qperf}):
-            values = [num(r["value"]) for r in qperf if (r["provider"], r["transport"]) == key and r["ok"] == "1"]
-            unit = next((r["unit"] for r in qperf if (r["provider"], r["transport"]) == key and r["unit"]), "")
+    refs = [r for r in rows if r["transport"].startswith(("qperf", "rdma_bench"))]
+    if refs:
+        lines += ["", "On a clean link: qperf, the same tool over each transport (bandwidth: 1 MB messages, MB/s;",
+                  "latency: 64 bytes, one way, half the round trip, us; its RDMA tests polling the CQ (-P 1) or",
+                  "waiting on a completion channel (-P 0)), and rdma_bench's 64-byte SEND ping-pong (median, us):"]
+        for key in sorted({(r["provider"], r["transport"]) for r in refs}, key=lambda k: ("tcp_" not in k[1], k)):
+            runs = [r for r in refs if (r["provider"], r["transport"]) == key]
+            values = [num(r["value"]) for r in runs if r["ok"] == "1" and num(r["value"]) is not None]
+            unit = next((r["unit"] for r in runs if r["unit"]), "")
             where = "TCP" if "tcp_" in key[1] else name_of(key[0], "rdma")
-            lines.append(f"  {key[1][len('qperf '):]:<8} {where:<12} {spread([v for v in values if v is not None]):>22} {unit}")
+            shown = f"{spread(values)} {unit}" if values else "refused: " + next((r["error"] for r in runs), "")
+            lines.append(f"  {key[1]:<28} {where:<12} {shown}")
     traced = [r for r in rows if r["transport"].startswith("strace") and r["ok"] == "1"]
     if traced:
-        lines += ["", "System calls per MiB of the file, one copy on a clean link under strace -c -f (the program's",
-                  "start and its connection included), and the four it made most of:"]
-        for r in sorted(traced, key=lambda r: (r["transport"] == "strace tcp", r["provider"], r["unit"])):
-            where = name_of(r["provider"], r["transport"][len("strace "):])
-            lines.append(f"  {where:<12} {r['unit']:<8} {float(r['value']):>9.1f}   {r['detail']}")
+        lines += ["", "System calls, one copy on a clean link under strace -c -f at two file sizes: per MiB of the file",
+                  "(the difference between the two), those of the start and the connection (what the first copy",
+                  "made beyond its MiB), and the calls that grow with the file, per MiB:"]
+        for key in sorted({(r["provider"], r["transport"], r["unit"]) for r in traced},
+                          key=lambda k: (k[1] == "strace tcp", k)):
+            sizes = sorted((r for r in traced if (r["provider"], r["transport"], r["unit"]) == key),
+                           key=lambda r: int(r["bytes"]))
+            rate, fixed, grow = per_mib(sizes[0], sizes[-1] if len(sizes) > 1 else None)
+            where = name_of(key[0], key[1][len("strace "):])
+            lines.append(f"  {where:<12} {key[2]:<8} {rate:>7.1f}/MiB {('%6.0f' % fixed) if fixed is not None else '     -'} "
+                         f"at the start   " + ", ".join(f"{name} {n:.1f}" for name, n in grow))
     return lines, plot, levels
 
 
@@ -258,6 +295,9 @@ def main():
         return 0
     if sys.argv[1:2] == ["--add"] and len(sys.argv) == 11:
         append(sys.argv[2], copy_row(*sys.argv[3:]))
+        return 0
+    if sys.argv[1:2] == ["--add-bench"] and len(sys.argv) == 6:
+        append(sys.argv[2], bench_row(*sys.argv[3:]))
         return 0
     if sys.argv[1:2] == ["--add-strace"] and len(sys.argv) == 8:
         append(sys.argv[2], strace_row(*sys.argv[3:]))

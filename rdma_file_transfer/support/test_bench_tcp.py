@@ -74,10 +74,24 @@ class Rows(unittest.TestCase):
                        " 10.00    0.000016           0        20         2 openat\n"
                        "------ ----------- ----------- --------- --------- ----------------\n"
                        "100.00    0.000081           0       420         2 total\n")
-            row = bench_tcp.strace_row("rxe", "tcp", "sender", str(4 << 20), path + ".out")
-            self.assertEqual((row["value"], row["unit"], row["transport"]), (105.0, "sender", "strace tcp"))
-            self.assertEqual(row["detail"], "read 300, poll 100, openat 20")
+            small = bench_tcp.strace_row("rxe", "tcp", "sender", str(4 << 20), path + ".out")
+            self.assertEqual((small["value"], small["unit"], small["transport"]), (420, "sender", "strace tcp"))
+            self.assertEqual(small["detail"], "read 300, poll 100, openat 20")
             self.assertEqual(bench_tcp.strace_row("rxe", "tcp", "sender", "1", path + ".none")["ok"], 0)
+            # twice the file: 4 MiB more cost 200 reads and 40 polls more; the openat stayed
+            large = dict(small, bytes=str(8 << 20), value="660", detail="read 500, poll 140, openat 20")
+            rate, fixed, grow = bench_tcp.per_mib(small, large)
+            self.assertEqual((rate, fixed, grow), (60.0, 180.0, [("read", 50.0), ("poll", 10.0)]))
+            rate, fixed, grow = bench_tcp.per_mib(small, None)
+            self.assertEqual((rate, fixed, grow[0]), (105.0, None, ("read", 75.0)))
+
+    def test_rdma_bench(self):
+        with tempfile.TemporaryDirectory() as d:
+            log = os.path.join(d, "b")
+            self.write(log, "out", "step 5: measure send latency\n     bytes  iterations    min_us median_us    p99_us\n"
+                       "        64         200     40.10     52.30     90.00\nSample finished successfully\n")
+            row = bench_tcp.bench_row("rxe", "send_lat events", log + ".out")
+            self.assertEqual((row["value"], row["unit"], row["transport"]), (52.3, "us", "rdma_bench send_lat events"))
 
     def test_qperf(self):
         with tempfile.TemporaryDirectory() as d:
@@ -110,6 +124,11 @@ class Report(unittest.TestCase):
         copy("rxe", "rdma", "5", "", ok=0, error="sender: step 5 failed: retry")
         copy("rxe", "tcp", "5", 3)
         copy("rxe", "tcp", "burst", 4)
+        rows.append(dict({k: "" for k in bench_tcp.COLUMNS}, provider="rxe", transport="strace tcp", ok="1",
+                         bytes=str(1 << 20), value="100", unit="sender", detail="sendto 90, mmap 10"))  # (not a copy)
+        rows.append(dict(rows[-1], bytes=str(2 << 20), value="120", detail="sendto 110, mmap 10"))
+        rows.append(dict({k: "" for k in bench_tcp.COLUMNS}, provider="rxe", transport="qperf rc_bw -P 1", ok="0",
+                         error="failed to create QP: Invalid argument"))
         with tempfile.TemporaryDirectory() as d:
             with open(os.path.join(d, "results.csv"), "w", newline="") as f:
                 w = csv.DictWriter(f, bench_tcp.COLUMNS)
@@ -130,6 +149,9 @@ class Report(unittest.TestCase):
         self.assertIn("1/2", rdma5)
         self.assertIn("0.10", rdma5)  # 32/30 MiB/s against 10.67
         self.assertIn("failed (round 1): sender: step 5 failed: retry", out)
+        self.assertIn("TCP          sender      20.0/MiB     80 at the start   sendto 20.0", out)
+        self.assertIn("rc_bw -P 1", out)
+        self.assertIn("refused: failed to create QP: Invalid argument", out)
         order = [line.split()[0] for line in lines if line.startswith(("RoCE ", "TCP "))]
         self.assertEqual(order, ["RoCE", "RoCE", "TCP", "TCP", "TCP"])  # burst after the percentages
         self.assertTrue(lines[[i for i, line in enumerate(lines) if line.startswith("TCP")][-1]].split()[1] == "burst")
