@@ -57,6 +57,7 @@ def provider(out):
 def scenario(d, build, args):
     """Parse one scenario's command line (ARGS) and write what the VMs run into folder D."""
     sample, cm, spoil, kill, timeout, netem, lose, extra_resp, flags = None, False, False, False, "10", "", "", [], []
+    lose_nth = ""
     restart, restart_when = "", ""
     i = 0
     while i < len(args):
@@ -93,6 +94,11 @@ def scenario(d, build, args):
                 usage_error("--lose-cm takes " + ", ".join(CM_LOSABLE))
             lose = value
             i += 1
+        elif arg == "--lose-nth":
+            if not re.fullmatch(r"[1-9][0-9]{0,3}", value or ""):
+                usage_error("--lose-nth takes N, 1 to 9999: the Nth full-size data packet the requester sends is lost")
+            lose_nth = value
+            i += 1
         elif arg == "--timeout":
             if not re.fullmatch(r"[1-9][0-9]{0,2}", value or ""):
                 usage_error("--timeout takes 1 to 999 seconds")
@@ -122,6 +128,8 @@ def scenario(d, build, args):
         usage_error(f"{sample} connects with descriptor files only, and iWARP connects only through RDMA CM")
     if iwarp and lose:
         usage_error("--lose-cm drops RoCE's CM messages (MADs in UDP); iWARP's are TCP and MPA frames")
+    if lose_nth and (lose or netem):
+        usage_error("--lose-nth loses one packet on purpose: leave out --lose-cm and --netem")
     if iwarp and (kill or spoil):
         usage_error("--kill-responder and --spoil-rkey work with descriptor files; iWARP connects only through RDMA CM")
     # (file_transfer: RDMA CM only, with or without --cm; iWARP: RDMA CM only)
@@ -179,12 +187,14 @@ def scenario(d, build, args):
     # What the responder prints once the requester may start: an RDMA CM server listens, a multicast
     # receiver has attached its QP (a datagram sent before is not its own).
     ready = "attached to" if p.get("group") else "listening on port" if cm else ""
-    for name, value in (("ready", ready), ("netem", netem), ("lose", lose and f"{lose} 0x{CM_LOSABLE[lose]:04x}"), ("restart", restart and f"{restart}\n{restart_when}")):
+    for name, value in (("ready", ready), ("netem", netem), ("lose", lose and f"{lose} 0x{CM_LOSABLE[lose]:04x}"),
+                        ("lose-nth", lose_nth), ("restart", restart and f"{restart}\n{restart_when}")):
         if value:
             with open(os.path.join(d, name), "w") as f:
                 f.write(value + "\n")
     title = sample + (" (RDMA CM)" if cm else "") + (f", link: netem {netem}" if netem else "") + \
         (f", link: every other CM {lose} lost" if lose else "") + \
+        (f", link: the requester's data packet {lose_nth} lost" if lose_nth else "") + \
         (f", responder killed and started again after \"{restart}\"" if restart else "")
     with open(os.path.join(d, "names"), "w") as f:
         f.write(f"{os.path.basename(resp)}\n{os.path.basename(req)}\n{title}\n")
@@ -299,6 +309,9 @@ def report(d, verbose, json_path=None):
     if lose:
         lost = [read(os.path.join(d, f"lost-{host}"), "?").strip() for host in ("a", "b")]
         text.append(f"\nCM {lose} dropped on the way out (--lose-cm): host A {lost[0]}, host B {lost[1]}\n")
+    if os.path.exists(os.path.join(d, "lose-nth")):
+        n, lost = read(os.path.join(d, "lose-nth")).strip(), read(os.path.join(d, "lost-nth"), "?").strip()
+        text.append(f"\nfull-size data packets the requester sent that were lost on purpose (--lose-nth {n}): {lost}\n")
     text.append(f"\ncapture: {d}/trace.pcap (open it in Wireshark, or: tshark -r {d}/trace.pcap -V)\n")
     return "".join(text)
 

@@ -77,6 +77,22 @@ class Prepare(unittest.TestCase):
         with open(os.path.join(self.out, "1", "names")) as f:
             self.assertEqual(f.read().splitlines()[2], "multi_conn (RDMA CM), link: every other CM DREP lost")
 
+    def test_losing_the_nth_data_packet(self):
+        done = run("prepare", self.out, self.build, "--", "write", "--lose-nth", "15")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        with open(os.path.join(self.out, "1", "lose-nth")) as f:
+            self.assertEqual(f.read(), "15\n")  # what trace/trace's lose_nth filters on host B with
+        with open(os.path.join(self.out, "1", "names")) as f:
+            self.assertEqual(f.read().splitlines()[2], "write, link: the requester's data packet 15 lost")
+        for args, message in [
+            (["write", "--lose-nth", "0"], "trace: --lose-nth takes N, 1 to 9999: the Nth full-size data packet "
+                                           "the requester sends is lost\n"),
+            (["write", "--lose-nth", "3", "--netem", "loss 1%"], "trace: --lose-nth loses one packet on purpose: "
+                                                                 "leave out --lose-cm and --netem\n"),
+        ]:
+            done = run("prepare", self.out, self.build, "--", *args)
+            self.assertEqual((done.returncode, done.stderr), (2, message), args)
+
     def test_a_pair_that_connects_with_rdma_cm_only_gets_its_cm_flow_without_cm(self):
         done = run("prepare", self.out, self.build, "--", "file_transfer")
         self.assertEqual(done.returncode, 0, done.stderr)
