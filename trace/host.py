@@ -260,7 +260,7 @@ def ladder(d, opcodes, names=None, json_path=None):
         cmd += ["--requester-name", names[1], "--responder-name", names[0]]
     if json_path:
         title = read(os.path.join(d, "names")).splitlines()[2:3] or [""]
-        cmd += ["--json", json_path, "--provider", which, "--title", title[0], "--sample", title[0].split(" ")[0]]
+        cmd += ["--json", json_path, "--provider", which, "--title", title[0], "--sample", title[0].split(" ")[0].rstrip(",")]
         # the programs' steps with their times, and host B's capture to place the requester's (trace/trace)
         for flag, name in (("--responder-steps", "responder.steps"), ("--requester-steps", "requester.steps"),
                            ("--requester-pcap", "trace-b.pcap")):
