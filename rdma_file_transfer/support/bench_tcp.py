@@ -23,7 +23,7 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rdma_bench", "support"))
-from report import result_row, setup_text, svg_chart  # noqa: E402  (a result row; setup.txt; the SVG plotter)
+from report import num, result_row, setup_text, svg_chart  # noqa: E402  (a number or None; a result row; setup.txt; the SVG plotter)
 
 USER_HZ = 100  # /proc/stat's unit (sysconf(_SC_CLK_TCK) on Linux)
 GIB = 1 << 30
@@ -175,10 +175,6 @@ def per_mib(small, large):
 def append(path, row):
     with open(path, "a", newline="") as f:
         csv.DictWriter(f, COLUMNS).writerow(row)
-
-
-def num(v):
-    return float(v) if v not in ("", None) else None
 
 
 def spread(values):
