@@ -16,13 +16,16 @@
 #include "support/keys.hpp"
 #include "support/part_file.hpp"
 #include "support/options.hpp"
+#include "support/test_fault.hpp"
 
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
 #include <rdma_samples/run_sample.hpp>
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 using namespace rdma_samples;
 using namespace rdma_file_transfer;
@@ -184,6 +187,8 @@ void run(const Args &args, const ReceiverOptions &opt)
             received += wc.byte_len;
             //! [chunk_loop]
             progress.update(received);
+            if (test_fault().busy_ms > 0) // (tests only: the next chunks wait in the CQ meanwhile)
+                std::this_thread::sleep_for(std::chrono::milliseconds(test_fault().busy_ms));
         }
         ring_mr.reset(); // ibv_dereg_mr(): nothing of the ring is writable any more
         check_done(done, received, offer.length);

@@ -440,12 +440,12 @@ killed_midway() {
 }
 
 @test "rdma_file_transfer: a sender that keeps the receiver busy does not hold it past --deadline" {
-    # 64 MiB in 64 KiB chunks, 8 slots: the receiver hashes and writes each chunk while the next ones
-    # arrive, so its CQ is seldom empty; its clocks are read on every pass, not only after a sleep that
-    # found nothing. (Here the receiver still finds its CQ empty now and then, so the older check, only
-    # after such a sleep, ended this run too: measured. The bound is what is tested.)
-    random_file f $((64 << 20))
-    start_side receiver "$RECEIVER" -lp "$PORT" -t 20 --deadline 1 -o "$OUT" --slots 8 --chunk 65536
+    # 16 MiB in 64 KiB chunks, 8 slots, and a receiver that takes 20 ms over each chunk (the test hook
+    # busy=20): the sender refills each slot as its credit comes, so the receiver's CQ is never empty and
+    # the whole copy takes at least 5 s. The clocks are read on every pass, so --deadline 1 ends it; read
+    # only after a sleep that found the CQ empty (measured, 2026-11-29), the copy went through in full.
+    random_file f $((16 << 20))
+    RDMA_SAMPLES_TEST_FILE_FAULT=busy=20 start_side receiver "$RECEIVER" -lp "$PORT" -t 20 --deadline 1 -o "$OUT" --slots 8 --chunk 65536
     wait_for_line receiver "listening on port"
     local sender_status=0 receiver_status=0
     "$SENDER" -sa "$CM_ADDR" -lp "$PORT" -t 20 "$IN/f" >"$BATS_TEST_TMPDIR/sender.out" 2>&1 || sender_status=$?

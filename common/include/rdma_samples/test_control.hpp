@@ -31,8 +31,9 @@ enum class TestHook {
     /** RDMA_SAMPLES_TEST_MAX_SRQ=N: the device reports N shared receive queues (0: none;
      *  rdma_multi_conn's receiver). */
     max_srq,
-    /** RDMA_SAMPLES_TEST_FILE_FAULT=corrupt|version=N|pause=MS: rdma_file_sender corrupts a chunk,
-     *  speaks protocol version N, or pauses MS ms after each chunk (rdma_file_transfer/support/test_fault.hpp). */
+    /** RDMA_SAMPLES_TEST_FILE_FAULT=corrupt|version=N|pause=MS|busy=MS: rdma_file_sender corrupts a chunk,
+     *  speaks protocol version N, or pauses MS ms after each chunk; rdma_file_receiver sleeps MS ms after
+     *  each chunk it takes (rdma_file_transfer/support/test_fault.hpp). */
     file_fault,
     /** RDMA_SAMPLES_TEST_MAX_MR_SIZE=BYTES: the device reports max_mr_size BYTES (Soft-RoCE reports 2^64 - 1,
      *  so no size reaches its own limit; rdma_memory_register). */
