@@ -4,8 +4,9 @@
     bench_tcp.py --start CSV                       write the header of results.csv
     bench_tcp.py --add CSV PROVIDER TRANSPORT LOSS ROUND BYTES SENDER_STATUS RECEIVER_STATUS PREFIX
                                                    one copy: PREFIX.sender, .receiver, .time (the sender's
-                                                   start to its end, /usr/bin/time) and the counters of
-                                                   both hosts before and after (.a0 .a1 .b0 .b1)
+                                                   start to its end, /usr/bin/time), the counters of
+                                                   both hosts before and after (.a0 .a1 .b0 .b1) and
+                                                   host A's capture of the data packets (.pcap)
     bench_tcp.py --add-qperf CSV PROVIDER TEST LOG one qperf result (tcp_bw, rc_bw: MB/s; tcp_lat, rc_lat: us)
     bench_tcp.py --add-bench CSV PROVIDER LABEL LOG  rdma_bench's latency (its median, us)
     bench_tcp.py --add-strace CSV PROVIDER TRANSPORT SIDE BYTES FILE
@@ -14,12 +15,14 @@
 
 The counters are `grep -H '' /proc/stat /proc/net/snmp .../hw_counters/*` of each VM: the CPU time of
 the whole VM (user, system, softirq: rxe and siw do their work in softirq and kernel threads, which a
-per-process count would miss), TCP's segments sent and retransmitted, and rxe's counters.
+per-process count would miss), TCP's segments sent and retransmitted, and rxe's counters; host A's also
+the capture's /proc/PID/stat, whose CPU time is taken out of host A's.
 """
 import csv
 import os
 import re
 import statistics
+import struct
 import sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "rdma_bench", "support"))
@@ -33,7 +36,7 @@ RXE = ["sent_pkts", "out_of_seq_request", "rcvd_seq_err", "duplicate_request", "
        "retry_exceeded_err"]
 COLUMNS = (["provider", "transport", "loss", "round", "bytes", "ok", "seconds", "sent_seconds",
             "cpu_a", "cpu_b", "sys_a", "sys_b", "tcp_out_a", "tcp_out_b", "tcp_retrans_a", "tcp_retrans_b"]
-           + ["rxe_" + name for name in RXE] + ["value", "unit", "error", "detail"])
+           + ["rxe_" + name for name in RXE] + ["value", "unit", "error", "detail", "stall"])
 
 
 def read(path):
@@ -67,7 +70,36 @@ def counters(text):
                         found["tcp_" + name] = int(value)
         elif "/hw_counters/" in path and rest.strip().isdigit():
             found[os.path.basename(path)] = int(rest.strip())
+        elif re.fullmatch(r"/proc/[0-9]+/stat", path):
+            # "pid (comm) state ...": utime and stime are the 14th and 15th fields, the 12th and 13th
+            # after the command's closing parenthesis
+            fields = rest.rpartition(")")[2].split()
+            if len(fields) > 12 and fields[11].isdigit() and fields[12].isdigit():
+                found["capture_cpu"] = (int(fields[11]) + int(fields[12])) / USER_HZ
     return found
+
+
+def longest_gap(path):
+    """The longest time between two packets of a pcap file (seconds), "" with fewer than two or none."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return ""
+    if len(data) < 24:
+        return ""
+    magic = struct.unpack_from("<I", data)[0]
+    order, scale = {0xa1b2c3d4: ("<", 1e-6), 0xa1b23c4d: ("<", 1e-9),
+                    0xd4c3b2a1: (">", 1e-6), 0x4d3cb2a1: (">", 1e-9)}.get(magic, (None, None))
+    if order is None:
+        return ""
+    times, at = [], 24
+    while at + 16 <= len(data):
+        sec, frac, caplen, _ = struct.unpack_from(order + "IIII", data, at)
+        times.append(sec + frac * scale)
+        at += 16 + caplen
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    return round(max(gaps), 4) if gaps else ""
 
 
 def delta(before, after, name):
@@ -102,8 +134,11 @@ def copy_row(provider, transport, loss, round_, size, sender_status, receiver_st
            "sys_a": delta(a0, a1, "cpu_sys"), "sys_b": delta(b0, b1, "cpu_sys"),
            "tcp_out_a": delta(a0, a1, "tcp_OutSegs"), "tcp_out_b": delta(b0, b1, "tcp_OutSegs"),
            "tcp_retrans_a": delta(a0, a1, "tcp_RetransSegs"), "tcp_retrans_b": delta(b0, b1, "tcp_RetransSegs"),
-           "value": "", "unit": "",
+           "value": "", "unit": "", "stall": longest_gap(prefix + ".pcap"),
            "error": "" if ok else (failure(sender, receiver) or "no verdict (see the logs)")}
+    capture = delta(a0, a1, "capture_cpu")
+    if row["cpu_a"] != "" and capture != "":
+        row["cpu_a"] -= capture  # (tcpdump's own; its packets' copies in softirq stay, alike for both)
     for name in RXE:
         parts = [delta(a0, a1, name), delta(b0, b1, name)]
         row["rxe_" + name] = sum(parts) if all(p != "" for p in parts) else ""
@@ -134,7 +169,8 @@ def bench_row(provider, label, log):
     text = read(log).strip().splitlines()
     row = {k: "" for k in COLUMNS}
     row.update({"provider": provider, "transport": "rdma_bench " + label, "ok": int(value != ""), "value": value,
-                "unit": "us", "error": "" if value != "" else (text or ["no output"])[-1][:200]})
+                "unit": "us",
+                "error": "" if value != "" else failure(read(log), "") or (text or ["no output"])[-1][:200]})
     return row
 
 
@@ -219,10 +255,12 @@ def table(rows):
              "medians, both hosts summed: the CPU seconds both VMs spent per GiB; the packets both sent per MiB",
              "of the file (rxe's sent_pkts on RoCE; TCP's OutSegs on TCP and on iWARP, which runs over it);",
              "TCP's retransmitted segments; rxe's sequence errors (rcvd_seq_err: a responder saw a gap and sent",
-             "a NAK) and retries (completer_retry_err: a requester went back to resend, after a NAK or a timeout).",
+             "a NAK) and retries (completer_retry_err: a requester went back to resend, after a NAK or a timeout);",
+             "the longest stall of each copy (the longest time host A saw no full-size packet from host B between",
+             "the first and the last), min / median / max.",
              ""]
     head = f"{'transport':<12} {'loss %':>6} {'ok':>5} {'MiB/s':>22} {'share':>6} {'CPU s/GiB':>10} {'pkts/MiB':>9} " \
-           f"{'TCP rtx':>8} {'seq err':>8} {'retries':>8}"
+           f"{'TCP rtx':>8} {'seq err':>8} {'retries':>8} {'stall ms':>22}"
     lines += [head, "-" * len(head)]
     plot = {}
     for provider, transport in series_of(copies):
@@ -251,7 +289,8 @@ def table(rows):
                          f"{(f'{statistics.median(cpu):.1f}' if cpu else '-'):>10} "
                          f"{(f'{statistics.median(pkts):.0f}' if pkts else '-'):>9} "
                          f"{(f'{statistics.median(rtx):.0f}' if rtx else '-'):>8} {med('rxe_rcvd_seq_err'):>8} "
-                         f"{med('rxe_completer_retry_err'):>8}")
+                         f"{med('rxe_completer_retry_err'):>8} "
+                         f"{spread([1000 * num(r['stall']) for r in good if num(r.get('stall')) is not None]):>22}")
             plot.setdefault(name, {})[level] = median
             for r in runs:
                 if r["ok"] != "1":

@@ -3,6 +3,7 @@
 on made-up runs (no VM)."""
 import csv
 import os
+import struct
 import subprocess
 import sys
 import tempfile
@@ -64,6 +65,30 @@ class Rows(unittest.TestCase):
             os.remove(prefix + ".a1")  # (a snapshot that could not be taken: no figure, not a wrong one)
             self.assertEqual(bench_tcp.copy_row("rxe", "rdma", "5", "1", "1", "0", "0", prefix)["cpu_a"], "")
 
+    def test_the_capture(self):
+        """The longest gap between the captured packets is the copy's stall, and tcpdump's own CPU time
+        (its /proc/PID/stat in host A's snapshots) is taken out of host A's."""
+        with tempfile.TemporaryDirectory() as d:
+            prefix = os.path.join(d, "rxe-tcp-1-1")
+            self.write(prefix, "sender", "Receiver's digest matches ours: ab\n")
+            self.write(prefix, "receiver", "")
+            tcpdump = "/proc/4242/stat:4242 (tcp dump) S 1 4242 4242 0 -1 4194560 100 0 0 0 {} {} 0 0 20 0 1\n"
+            self.write(prefix, "a0", snapshot(100, 100, 100, 0, 10, 0) + tcpdump.format(5, 5))
+            self.write(prefix, "a1", snapshot(200, 150, 300, 0, 10, 0) + tcpdump.format(30, 20))
+            self.write(prefix, "b0", snapshot(0, 0, 0, 0, 10, 1))
+            self.write(prefix, "b1", snapshot(100, 0, 0, 0, 30, 3))
+            # a pcap (microseconds, little-endian) of three 64-byte records at 1.0, 1.25 and 1.3 s
+            records = b"".join(struct.pack("<IIII", 1, usec, 64, 1000) + bytes(64) for usec in (0, 250000, 300000))
+            with open(prefix + ".pcap", "wb") as f:
+                f.write(struct.pack("<IHHiIII", 0xa1b2c3d4, 2, 4, 0, 0, 64, 1) + records)
+            row = bench_tcp.copy_row("rxe", "tcp", "1", "1", "1048576", "0", "0", prefix)
+            self.assertEqual(row["stall"], 0.25)
+            self.assertEqual(row["cpu_a"], 3.5 - 0.4)  # 40 ticks of tcpdump's out of 350
+            os.remove(prefix + ".pcap")
+            with open(prefix + ".pcap", "wb") as f:
+                f.write(b"not a capture")
+            self.assertEqual(bench_tcp.copy_row("rxe", "tcp", "1", "1", "1", "0", "0", prefix)["stall"], "")
+
     def test_strace(self):
         with tempfile.TemporaryDirectory() as d:
             path = os.path.join(d, "s")
@@ -92,6 +117,11 @@ class Rows(unittest.TestCase):
                        "        64         200     40.10     52.30     90.00\nSample finished successfully\n")
             row = bench_tcp.bench_row("rxe", "send_lat events", log + ".out")
             self.assertEqual((row["value"], row["unit"], row["transport"]), (52.3, "us", "rdma_bench send_lat events"))
+            self.write(log, "out", "step 4: connect\nrequester: step 4 failed: waiting for the server to accept: "
+                       "got RDMA_CM_EVENT_CONNECT_ERROR (status -22)\nhint: ...\nSample finished with errors\n")
+            row = bench_tcp.bench_row("siw", "send_lat busy", log + ".out")
+            self.assertEqual(row["ok"], 0)  # the line that says why, not the last one
+            self.assertIn("RDMA_CM_EVENT_CONNECT_ERROR (status -22)", row["error"])
 
     def test_qperf(self):
         with tempfile.TemporaryDirectory() as d:
