@@ -20,6 +20,7 @@
 
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
 
 #include <cerrno>
@@ -133,6 +134,7 @@ void run(const Args &args, const ReceiverOptions &opt)
     //! [accept]
     info("connected to %s", addr_to_string(rdma_get_peer_addr(id.get())).c_str());
     grant_only(id->qp, IBV_ACCESS_REMOTE_WRITE); // the chunks; nothing else of ours is the sender's
+    trace_qp_timers(id->qp);                      // (-v: the ACK timeout and retry counts librdmacm gave the QP)
     Link link{.events = {.cq = cq.get(),
                          .channel = channel.get(),
                          .cm_channel = listener.channel.get(),

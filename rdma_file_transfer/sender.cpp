@@ -20,6 +20,7 @@
 
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/memory.hpp>
+#include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
 
 #include <thread>
@@ -77,6 +78,7 @@ void run(const Args &args, const SenderOptions &opt)
     });
     //! [connect]
     grant_only(qp.id->qp, 0); // the receiver may not WRITE, READ or use atomics on us at all
+    trace_qp_timers(qp.id->qp); // (-v: the ACK timeout and retry counts librdmacm gave the QP)
     Connection conn{.link = {.events = {.cq = cq.get(),
                                         .channel = channel.get(),
                                         .cm_channel = cm.channel.get(),

@@ -21,8 +21,9 @@ memcheck() {
     # one, and every start under memcheck costs about 1 s less emulated CPU of its 8 (tests/vm/cost);
     # rerun a failing pair without it to see the inlined frames; --vex-guest-chase=no: a translation
     # stops at a branch instead of following it, so less code is translated twice, first by memcheck
-    # and then by the emulator: the rdma_write pair under memcheck 19.2 -> 16.9 s of emulated CPU
-    # (tests/results.md); what memcheck checks and reports is the same)
+    # and then by the emulator: the rdma_write pair under memcheck 19.4 -> 18.1 s of emulated CPU,
+    # step 1 7.2 -> 6.5 s (medians of 5, alternating; tests/results.md); what memcheck checks and
+    # reports is the same)
     vg=("$(device_path "$(command -v valgrind)")" --tool=memcheck --vgdb=no --read-inline-info=no --vex-guest-chase=no --error-exitcode=99 --leak-check=full --show-leak-kinds=definite,indirect,possible
         --errors-for-leak-kinds=definite,indirect,possible --suppressions="$RDMA_SAMPLES_SOURCE/tests/valgrind.supp"
         --log-file="$BATS_TEST_TMPDIR/$1.vg")
