@@ -134,7 +134,7 @@ void run(const Args &args, const ReceiverOptions &opt)
     //! [accept]
     info("connected to %s", addr_to_string(rdma_get_peer_addr(id.get())).c_str());
     grant_only(id->qp, IBV_ACCESS_REMOTE_WRITE); // the chunks; nothing else of ours is the sender's
-    trace_qp_timers(id->qp);                      // (-v: the ACK timeout and retry counts librdmacm gave the QP)
+    trace_qp_timers(id->qp);                     // (-v: the ACK timeout and retry counts librdmacm gave the QP)
     Link link{.events = {.cq = cq.get(),
                          .channel = channel.get(),
                          .cm_channel = listener.channel.get(),

@@ -77,7 +77,7 @@ void run(const Args &args, const SenderOptions &opt)
         return true;
     });
     //! [connect]
-    grant_only(qp.id->qp, 0); // the receiver may not WRITE, READ or use atomics on us at all
+    grant_only(qp.id->qp, 0);   // the receiver may not WRITE, READ or use atomics on us at all
     trace_qp_timers(qp.id->qp); // (-v: the ACK timeout and retry counts librdmacm gave the QP)
     Connection conn{.link = {.events = {.cq = cq.get(),
                                         .channel = channel.get(),
