@@ -24,9 +24,7 @@
 #include <rdma_samples/run_sample.hpp>
 
 #include <cerrno>
-#include <chrono>
 #include <cstring>
-#include <thread>
 
 using namespace rdma_samples;
 using namespace rdma_file_transfer;
@@ -189,8 +187,7 @@ void run(const Args &args, const ReceiverOptions &opt)
             received += wc.byte_len;
             //! [chunk_loop]
             progress.update(received);
-            if (test_fault().busy_ms > 0) // (tests only: the next chunks wait in the CQ meanwhile)
-                std::this_thread::sleep_for(std::chrono::milliseconds(test_fault().busy_ms));
+            test_sleep(test_fault().busy_ms); // (tests only: the next chunks wait in the CQ meanwhile)
         }
         ring_mr.reset(); // ibv_dereg_mr(): nothing of the ring is writable any more
         check_done(done, received, offer.length);

@@ -23,8 +23,6 @@
 #include <rdma_samples/rc_qp.hpp>
 #include <rdma_samples/run_sample.hpp>
 
-#include <thread>
-
 using namespace rdma_samples;
 using namespace rdma_file_transfer;
 
@@ -155,8 +153,7 @@ void run(const Args &args, const SenderOptions &opt)
         //! [chunk_write]
         offset += len;
         progress.update(offset);
-        if (test_fault().pause_ms > 0)
-            std::this_thread::sleep_for(std::chrono::milliseconds(test_fault().pause_ms));
+        test_sleep(test_fault().pause_ms);
     }
     if (const std::optional<Error> changed = changed_while_sent(src, offset, opt.file))
         conn.link.refuse(*changed);

@@ -164,13 +164,13 @@ def qperf_row(provider, test, log):
 
 def bench_row(provider, label, log):
     """rdma_bench's latency row (bytes, iterations, min, median, ...): its median, in us."""
-    fields = result_row(read(log)) or []
+    text = read(log)
+    fields = result_row(text) or []
     value = float(fields[3]) if len(fields) > 3 else ""
-    text = read(log).strip().splitlines()
     row = {k: "" for k in COLUMNS}
     row.update({"provider": provider, "transport": "rdma_bench " + label, "ok": int(value != ""), "value": value,
                 "unit": "us",
-                "error": "" if value != "" else failure(read(log), "") or (text or ["no output"])[-1][:200]})
+                "error": "" if value != "" else failure(text, "") or (text.strip().splitlines() or ["no output"])[-1][:200]})
     return row
 
 
@@ -290,7 +290,7 @@ def table(rows):
                          f"{(f'{statistics.median(pkts):.0f}' if pkts else '-'):>9} "
                          f"{(f'{statistics.median(rtx):.0f}' if rtx else '-'):>8} {med('rxe_rcvd_seq_err'):>8} "
                          f"{med('rxe_completer_retry_err'):>8} "
-                         f"{spread([1000 * num(r['stall']) for r in good if num(r.get('stall')) is not None]):>22}")
+                         f"{spread([1000 * s for s in (num(r.get('stall')) for r in good) if s is not None]):>22}")
             plot.setdefault(name, {})[level] = median
             for r in runs:
                 if r["ok"] != "1":

@@ -9,9 +9,11 @@
 
 #include <rdma_samples/test_control.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace rdma_file_transfer {
 
@@ -48,6 +50,14 @@ inline const TestFault &test_fault()
         return f;
     }();
     return fault;
+}
+
+/** @brief Sleep @p ms milliseconds where a test asked for it (TestFault's pause_ms, busy_ms); at once when 0.
+ *  @param ms the hook's setting */
+inline void test_sleep(int ms)
+{
+    if (ms > 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(ms));
 }
 
 } // namespace rdma_file_transfer

@@ -21,7 +21,6 @@
 #include <rdma_samples/log.hpp>
 #include <rdma_samples/run_sample.hpp>
 
-#include <thread>
 #include <vector>
 
 using namespace rdma_samples;
@@ -73,8 +72,7 @@ void run(const Args &args, const tcp::SenderOptions &opt)
         s.send_data(chunk.data(), len, "the file's bytes"); // our buffer into the kernel's: TCP takes it from there
         offset += len;
         progress.update(offset);
-        if (test_fault().pause_ms > 0)
-            std::this_thread::sleep_for(std::chrono::milliseconds(test_fault().pause_ms));
+        test_sleep(test_fault().pause_ms);
     }
     if (const std::optional<Error> changed = changed_while_sent(src, offset, opt.file))
         s.refuse(*changed);
