@@ -95,7 +95,7 @@ setup() {
     # The counter is page-aligned, so its address ends in 0: make it end in 4.
     spoil_in_flight "$T/real.desc" "$T/resource.desc" 's/^\(addr=0x.*\)0$/\14/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" -ld "$T/requester.desc" -re "$T/responder.desc" -m "$T/resource.desc" -t 20
-    wait_peer responder
+    stop_peer responder
     assert_regex "$stderr" "requester: step 5 failed: remote address 0x[0-9a-f]*4 is not 8-byte aligned; nothing was posted"
     assert_regex "$stderr" "hint: atomics work on a naturally aligned 64-bit word"
     refute_line --partial "step 6:"

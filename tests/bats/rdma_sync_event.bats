@@ -62,7 +62,7 @@ Sync event completion value 0xffffffffffffffff received"
     start_peer responder "$RESPONDER" -ld "$T/responder.desc" -re "$T/requester.desc" -m "$T/real.desc" -t 8
     spoil_in_flight "$T/real.desc" "$T/resource.desc" 's/^length=.*/length=16/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" $(requester_paths) -t 20
-    wait_peer responder
+    stop_peer responder
     assert_regex "$stderr" "requester: step 4 failed: the sync-event descriptor says 16 bytes; a sync event is one 8-byte word; nothing was posted"
     assert_regex "$stderr" "hint: the responder must export exactly its 8-byte counter"
 }
@@ -72,7 +72,7 @@ Sync event completion value 0xffffffffffffffff received"
     start_peer responder "$RESPONDER" -ld "$T/responder.desc" -re "$T/requester.desc" -m "$T/real.desc" -t 8
     spoil_in_flight "$T/real.desc" "$T/resource.desc" 's/^\(addr=0x.*\)0$/\14/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" $(requester_paths) -t 20
-    wait_peer responder
+    stop_peer responder
     assert_regex "$stderr" "requester: step 4 failed: the sync event's address is not 8-byte aligned; nothing was posted"
 }
 
@@ -81,6 +81,6 @@ Sync event completion value 0xffffffffffffffff received"
     start_peer responder "$RESPONDER" -ld "$T/responder.desc" -re "$T/requester.desc" -m "$T/real.desc" -t 8
     spoil_in_flight "$T/real.desc" "$T/resource.desc" 's/^kind=.*/kind=mmap/'
     run -1 --separate-stderr timeout 60 "$REQUESTER" $(requester_paths) -t 20
-    wait_peer responder
+    stop_peer responder
     assert_regex "$stderr" "resource.desc line 3: kind: expected sync_event, got \"mmap\""
 }

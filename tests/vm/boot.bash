@@ -38,6 +38,22 @@ base_args() {
     off) append+=" norandmaps" ;;
     *) die "RDMA_SAMPLES_VM_ASLR=$RDMA_SAMPLES_VM_ASLR: on or off" ;;
     esac
+    # The guest's timer tick under TCG. QEMU's default CPU model (qemu64) lacks ARAT (an APIC timer that
+    # keeps running in deep idle states, which every x86 CPU since 2010 has), so the kernel takes its
+    # local timer for one that stops in idle, finds no broadcast timer on microvm to stand in for it,
+    # and keeps the tick periodic: 250 interrupts a second even when nothing runs, about 7% of a host
+    # core per idle VM under emulation. With +arat the idle tick stops (NOHZ). highres=off keeps the
+    # timers' resolution at a jiffy (4 ms) as before: with high-resolution timers, every short sleep of
+    # a program waiting for its peer wakes it on time, which cost the waiting suites more than the idle
+    # ticks saved (tests/results.md). RDMA_SAMPLES_VM_TICK=periodic puts the old tick back.
+    local cpu_model=
+    if [ "$acc" != kvm ]; then
+        case "${RDMA_SAMPLES_VM_TICK:-tickless}" in
+        tickless) cpu_model=qemu64,+arat append+=" highres=off" ;;
+        periodic) ;;
+        *) die "RDMA_SAMPLES_VM_TICK=$RDMA_SAMPLES_VM_TICK: tickless or periodic" ;;
+        esac
+    fi
     [ -z "${RDMA_SAMPLES_VM_APPEND:-}" ] || append+=" $RDMA_SAMPLES_VM_APPEND"
     # RDMA_SAMPLES_VM_SMP=N (./lab bench): N vCPUs on multi-threaded TCG, each vCPU on a host thread of
     # its own, so that two busy-polling processes spin at once (tests/vm/smp-soak: no hang in 161 boots
@@ -61,6 +77,7 @@ base_args() {
         -device "virtio-9p-$vbus,fsdev=fs0,mount_tag=hostroot"
     )
     [ "$acc" != kvm ] || qargs+=(-cpu host)
+    [ -z "$cpu_model" ] || qargs+=(-cpu "$cpu_model")
 }
 
 # accel: kvm when /dev/kvm runs this kernel quickly, else tcg. Tried once per boot of this host.

@@ -154,6 +154,14 @@ wait_peer() {
     peer_output=$(cat "$BATS_TEST_TMPDIR/$name.out")
 }
 
+# stop_peer NAME: end a peer started with start_peer whose part is over (its partner has failed before
+# posting, and the test asserts only on the partner) with SIGTERM, rather than wait out its -t; then
+# wait_peer. `timeout` passes the signal on (in a served run to `vm exec`, which passes it to the program).
+stop_peer() {
+    kill -TERM "$(cat "$BATS_TEST_TMPDIR/$1.pid")" 2>/dev/null || true
+    wait_peer "$1"
+}
+
 # run_pair RESPONDER [ARGS...] -- REQUESTER [ARGS...]
 # The responder (or receiver) runs in the background; the requester runs under `run`, so $status and
 # $output are the requester's. Afterwards $peer_status and $peer_output are the responder's (assert on
