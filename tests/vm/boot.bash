@@ -41,7 +41,7 @@ base_args() {
     # The guest's timer tick under TCG. QEMU's default CPU model (qemu64) lacks ARAT (an APIC timer that
     # keeps running in deep idle states, which every x86 CPU since 2010 has), so the kernel takes its
     # local timer for one that stops in idle, finds no broadcast timer on microvm to stand in for it,
-    # and keeps the tick periodic: 250 interrupts a second even when nothing runs, about 7% of a host
+    # and keeps the tick periodic: 250 interrupts a second even when nothing runs, about 5% of a host
     # core per idle VM under emulation. With +arat the idle tick stops (NOHZ). highres=off keeps the
     # timers' resolution at a jiffy (4 ms) as before: with high-resolution timers, every short sleep of
     # a program waiting for its peer wakes it on time, which cost the waiting suites more than the idle
