@@ -46,8 +46,9 @@ base_args() {
     # timers' resolution at a jiffy (4 ms) as before: with high-resolution timers, every short sleep of
     # a program waiting for its peer wakes it on time, which cost the waiting suites more than the idle
     # ticks saved (tests/results.md). RDMA_SAMPLES_VM_TICK=periodic puts the old tick back.
-    local cpu_model=
+    local cpu_model=host
     if [ "$acc" != kvm ]; then
+        cpu_model=
         case "${RDMA_SAMPLES_VM_TICK:-tickless}" in
         tickless) cpu_model=qemu64,+arat append+=" highres=off" ;;
         periodic) ;;
@@ -76,7 +77,6 @@ base_args() {
         -fsdev local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap
         -device "virtio-9p-$vbus,fsdev=fs0,mount_tag=hostroot"
     )
-    [ "$acc" != kvm ] || qargs+=(-cpu host)
     [ -z "$cpu_model" ] || qargs+=(-cpu "$cpu_model")
 }
 
