@@ -228,6 +228,15 @@ scenario_failed() {
     rm -rf "$kept" && mkdir -p "${kept%/*}" && cp -r "$TRACE/$n" "$kept" || kept="(not kept: could not copy)"
     {
         echo "scenario $n ($(head -n 3 "$TRACE/$n/names" | tr '\n' ' ')): $why"
+        # First each side's verdict in one line (its "step N failed" line, or its last line): the end of
+        # a CI log may hold only the first lines of a failure.
+        for who in responder requester; do
+            echo "the $who: exit status $(cat "$TRACE/$n/$who.rc" 2>/dev/null || echo '?'):" \
+                "$(grep -m 1 ' failed: ' "$TRACE/$n/$who.out" 2>/dev/null || tail -n 1 "$TRACE/$n/$who.out" 2>/dev/null)"
+        done
+        echo "the requester ran for $(cat "$TRACE/$n/requester.ms" 2>/dev/null || echo '?') ms; host B's rxe" \
+            "counters that moved: $(LC_ALL=C join "$TRACE/$n/counters-b.before" "$TRACE/$n/counters-b.after" 2>/dev/null |
+                awk '$3 != $2 { sub(/.*\//, "", $1); printf "%s+%d ", $1, $3 - $2 }')"
         for who in responder requester; do
             echo "---- the $who (exit status $(cat "$TRACE/$n/$who.rc" 2>/dev/null || echo '?')) ----"
             cat "$TRACE/$n/$who.out" 2>/dev/null
