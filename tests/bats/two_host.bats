@@ -387,16 +387,22 @@ cm_paths() {
 @test "two hosts: 1% and 5% packet loss both ways: every pair, both flows, succeeds through retransmissions" {
     require_vm
     TRACE=$BATS_TEST_TMPDIR/trace
-    # And 200 WRITEs of 4 KiB (4 packets each) at 5%: the pairs alone put about 200 RC packets on the
+    # And 100 WRITEs of 4 KiB (4 packets each) at 5%: the pairs alone put about 200 RC packets on the
     # link, and in about one run in a hundred none of them was lost (CI, 2026-11-25: "retransmission
-    # counters on host B: 0"). With the bench the counters show retransmissions every time.
+    # counters on host B: 0"). With the bench the counters show retransmissions every time. Its send
+    # queue is 16 deep: after a loss rxe resends everything in flight (go-back-N), and at the default
+    # 128 (512 packets) 200 WRITEs put about 5000 packets on the link, with about 45 retries; these put
+    # about 1100, with about 24. Once in CI (2026-11-30) that responder exited 1 at 5%, why not kept
+    # (scenario_failed now says it first); one cause it can have is the QP's 7 tries in a row running
+    # out (a 470 ms window) while an emulated host waits for a core, and fewer retries give it fewer
+    # chances.
     # rdma_recovery too: a lost NAK or ACK around its failed WRITE and its reset must not matter; nor,
     # with RDMA CM, a lost packet around the server's restart (its DREQ, the client's REQs, the REJ).
     { lossy_batch 'loss 1%'; lossy_batch 'loss 5%'
         echo "recovery --netem 'loss 1%' --timeout $LOSSY_TIMEOUT"; echo "recovery --netem 'loss 5%' --timeout $LOSSY_TIMEOUT"
         echo "recovery_cm --netem 'loss 1%' --timeout $LOSSY_TIMEOUT --restart-responder 'client 1: got #3:'"
         echo "recovery_cm --netem 'loss 5%' --timeout $LOSSY_TIMEOUT --restart-responder 'client 1: got #3:'"
-        echo "bench --netem 'loss 5%' --timeout $LOSSY_TIMEOUT -- --op write --mode bw --size 4096 --iters 200 --warmup 0"; } \
+        echo "bench --netem 'loss 5%' --timeout $LOSSY_TIMEOUT -- --op write --mode bw --size 4096 --iters 100 --warmup 0 --tx-depth 16"; } \
         >"$BATS_TEST_TMPDIR/batch"
     run trace_on_hosts --opcodes \
         --batch "$BATS_TEST_TMPDIR/batch" --out "$TRACE"
