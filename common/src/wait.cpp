@@ -5,6 +5,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
@@ -71,10 +72,17 @@ void Waiter::pause()
                                  : timeout_error(deadline_.timeout_s(), what_, hint_);
     // A few polls back to back catch a completion that is about to arrive; after that, give the CPU
     // away: Soft-RoCE processes packets in the kernel on the same CPUs, and a peer may share our core.
-    if (++polls_ < 64)
+    if (++polls_ < 64) {
         sched_yield();
-    else
-        std::this_thread::sleep_for(std::chrono::microseconds(polls_ < 2000 ? 200 : 5000));
+        return;
+    }
+    // The longer the wait, the longer the nap: what has not come within 2 s is a peer still starting,
+    // slow or gone, not a packet in flight, and it is noticed at most 50 ms late. (Polled 5000 times a
+    // second, a wait of -t 8 for a peer that never comes would cost a core; under emulation, where a
+    // poll of a file on a shared folder is a round trip to the host, it did.) Never past the deadline.
+    const long long waited_ms = deadline_.timeout_s() * 1000LL - deadline_.left_ms();
+    const long long nap_us = waited_ms < 500 ? 200 : waited_ms < 2000 ? 5'000 : 50'000;
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(nap_us, deadline_.left_ms() * 1000LL)));
 }
 
 } // namespace rdma_samples

@@ -53,7 +53,9 @@ Error timeout_error(int timeout_s, const std::string &what, const std::string &h
  * @brief Bounded polling: pause() between empty polls, and throw once the deadline has passed.
  *
  * The first few pauses only yield; later ones sleep a little, so that two peers polling on one CPU
- * (Soft-RoCE does its work in the kernel, on the same CPU) do not starve each other.
+ * (Soft-RoCE does its work in the kernel, on the same CPU) do not starve each other: 200 us during
+ * the first half second of the wait, 5 ms until 2 s, then 50 ms (a peer still starting, or gone),
+ * never past the deadline.
  */
 class Waiter {
 public:
