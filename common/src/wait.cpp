@@ -77,9 +77,10 @@ void Waiter::pause()
         return;
     }
     // The longer the wait, the longer the nap: what has not come within 2 s is a peer still starting,
-    // slow or gone, not a packet in flight, and it is noticed at most 50 ms late. (Polled 5000 times a
-    // second, a wait of -t 8 for a peer that never comes would cost a core; under emulation, where a
-    // poll of a file on a shared folder is a round trip to the host, it did.) Never past the deadline.
+    // slow or gone, not a packet in flight, and it is noticed at most 50 ms late. (A responder left
+    // waiting -t 10 for a requester that never came, its files on the test VM's shared folder, where
+    // each poll is a round trip to the host, took about 4 s of emulated CPU; now about 2: see
+    // tests/results.md.) Never past the deadline.
     const long long waited_ms = deadline_.timeout_s() * 1000LL - deadline_.left_ms();
     const long long nap_us = waited_ms < 500 ? 200 : waited_ms < 2000 ? 5'000 : 50'000;
     std::this_thread::sleep_for(std::chrono::microseconds(std::min(nap_us, deadline_.left_ms() * 1000LL)));
