@@ -81,9 +81,9 @@ void Waiter::pause()
     // waiting -t 10 for a requester that never came, its files on the test VM's shared folder, where
     // each poll is a round trip to the host, took about 4 s of emulated CPU; now about 2: see
     // tests/results.md.) Never past the deadline.
-    const long long waited_ms = deadline_.timeout_s() * 1000LL - deadline_.left_ms();
+    const long long left_ms = deadline_.left_ms(), waited_ms = deadline_.timeout_s() * 1000LL - left_ms;
     const long long nap_us = waited_ms < 500 ? 200 : waited_ms < 2000 ? 5'000 : 50'000;
-    std::this_thread::sleep_for(std::chrono::microseconds(std::min(nap_us, deadline_.left_ms() * 1000LL)));
+    std::this_thread::sleep_for(std::chrono::microseconds(std::min(nap_us, left_ms * 1000LL)));
 }
 
 } // namespace rdma_samples
