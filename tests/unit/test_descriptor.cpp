@@ -225,6 +225,9 @@ TEST(Descriptor, UdRoundTripAndStrictRejection)
     EXPECT_NE(conn_error(good).find("kind: expected connection, got \"ud\""), std::string::npos);
 }
 
+// (In the anonymous namespace with their fixture: a unity build compiles this file inside another.)
+namespace {
+
 TEST_F(TempDir, AtomicWriteThenWaitReadsAndRemoves)
 {
     const std::string path = (dir / "conn.txt").string();
@@ -292,6 +295,8 @@ TEST_F(TempDir, MalformedFileThatStaysMalformedIsAnError)
     std::ofstream(path) << "version=1\nkind=connection\nqp_num=oops\n";
     EXPECT_THROW(wait_for_connection_descriptor({path, "the test", 5, std::nullopt}), DescriptorError);
 }
+
+} // namespace
 
 // Whatever sits at a descriptor path, reading it is bounded: an answer at once, never more than the cap.
 namespace {
