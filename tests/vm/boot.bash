@@ -46,11 +46,16 @@ base_args() {
     # timers' resolution at a jiffy (4 ms) as before: with high-resolution timers, every short sleep of
     # a program waiting for its peer wakes it on time, which cost the waiting suites more than the idle
     # ticks saved (tests/results.md). RDMA_SAMPLES_VM_TICK=periodic puts the old tick back.
+    # RDRAND, which QEMU's TCG emulates and every x86 server CPU has: the guest kernel trusts it
+    # (CONFIG_RANDOM_TRUST_CPU), so its random number generator is ready 0.07 s into the boot. Without
+    # it, qemu64 has no source but interrupts, which an idle tickless VM has few of: the generator was
+    # not ready at 3.8 s, and every program's std::random_device (getrandom(2), which blocks until it
+    # is) waited; on a loaded machine a suite's programs hung for minutes (tests/results.md).
     local cpu_model=host
     if [ "$acc" != kvm ]; then
-        cpu_model=
+        cpu_model=qemu64,+rdrand
         case "${RDMA_SAMPLES_VM_TICK:-tickless}" in
-        tickless) cpu_model=qemu64,+arat append+=" highres=off" ;;
+        tickless) cpu_model+=,+arat append+=" highres=off" ;;
         periodic) ;;
         *) die "RDMA_SAMPLES_VM_TICK=$RDMA_SAMPLES_VM_TICK: tickless or periodic" ;;
         esac
@@ -77,7 +82,7 @@ base_args() {
         -fsdev local,id=fs0,path=/,security_model=none,readonly=on,multidevs=remap
         -device "virtio-9p-$vbus,fsdev=fs0,mount_tag=hostroot"
     )
-    [ -z "$cpu_model" ] || qargs+=(-cpu "$cpu_model")
+    qargs+=(-cpu "$cpu_model")
 }
 
 # accel: kvm when /dev/kvm runs this kernel quickly, else tcg. Tried once per boot of this host.
