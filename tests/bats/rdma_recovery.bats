@@ -154,7 +154,7 @@ got_numbers() { sed -n 's/^client [0-9]*: got #\([0-9]*\): .*/\1/p' <<<"$1"; }
     assert_peer_line --index -1 "Sample finished successfully"
 }
 
-@test "recovery -cm: the server killed midway and restarted; the client reconnects, learns the new rkey, every message arrives once" {
+@test "recovery -cm: the server killed midway and restarted; the client reconnects, learns the new rkey, resumes at the first message not acknowledged" {
     require_cm_addr
     start_peer server1 "$SERVER" -lp "$PORT" -t 30
     wait_listening server1
@@ -170,13 +170,22 @@ got_numbers() { sed -n 's/^client [0-9]*: got #\([0-9]*\): .*/\1/p' <<<"$1"; }
     assert_peer_line --regexp '^connection 1 broke at message #[4-6]: (IBV_WC_RETRY_EXC_ERR|RDMA_CM_EVENT_DISCONNECTED)$'
     assert_peer_line --regexp 'rkey 0x[0-9a-f]+ \(new: the server registered its memory again\)$'
     assert_peer_line "All 6 message(s) acknowledged, over 2 connection(s)"
-    local second
+    local second broke last
+    broke=$(sed -n 's/^connection 1 broke at message #\([0-9]*\):.*/\1/p' <<<"$peer_output")
     wait_peer server2
     assert_equal "$peer_status" 0
     second=$peer_output
-    # Every message once: the first server's and the second's, together, are 1 to 6.
-    assert_equal "$( (got_numbers "$first"; got_numbers "$second") | sort -n | tr '\n' ' ')" "1 2 3 4 5 6 "
     echo "# first server got: $(got_numbers "$first" | tr '\n' ' '); second: $(got_numbers "$second" | tr '\n' ' ')" >&3
+    # The client resumed at the first message not acknowledged: the second server got that one to 6.
+    assert_equal "$(got_numbers "$second" | tr '\n' ' ')" "$(seq -s ' ' "$broke" 6) "
+    # The first server printed 1 up to some #last, in order: at least #3 (the test waited for it), at
+    # most #broke (printed, and its ACK lost with the server: it arrived twice). Those between #last
+    # and #broke were acknowledged by its device and died with it before it polled (chapter 17: the
+    # ACK is the device's, not the program's); the lesson guarantees no more than that.
+    last=$(got_numbers "$first" | tail -n 1)
+    assert_equal "$(got_numbers "$first" | tr '\n' ' ')" "$(seq -s ' ' 1 "$last") "
+    [ "$last" -ge 3 ] && [ "$last" -le "$broke" ] || fail "the first server's last message is #$last; the connection broke at #$broke"
+    [ "$last" -ge $((broke - 1)) ] || echo "# acknowledged by the first server's device, never printed: $(seq -s ' ' $((last + 1)) $((broke - 1)))" >&3
 }
 
 @test "recovery -cm: a client killed mid-session costs its own connection; the server serves the next one" {
