@@ -128,10 +128,15 @@ wire_batch() { # FLOW: the scenarios, one a line (the arguments of ./lab trace)
 resends() {
     local h n=0
     for h in a b; do
-        n=$((n + $(LC_ALL=C join "$TRACE/$1/counters-$h.before" "$TRACE/$1/counters-$h.after" |
-            awk '$1 ~ /\/completer_retry_err$/ { n += $3 - $2 } END { print n + 0 }')))
+        n=$((n + $(counters_moved "$TRACE/$1" "$h" | awk '$1 ~ /\/completer_retry_err$/ { n += $2 } END { print n + 0 }')))
     done
     echo "$n"
+}
+
+# counters_moved DIR HOST: the rxe counters of host HOST (a or b) that moved in the scenario folder DIR
+# (trace writes them before and after, sorted), "device/name delta" a line.
+counters_moved() {
+    LC_ALL=C join "$1/counters-$2.before" "$1/counters-$2.after" 2>/dev/null | awk '$3 != $2 { print $1, $3 - $2 }'
 }
 
 # in_order WIRE EXPECTED...: the EXPECTED lines appear in WIRE in this order, and every other line of
@@ -235,8 +240,7 @@ scenario_failed() {
                 "$(grep -m 1 ' failed: ' "$TRACE/$n/$who.out" 2>/dev/null || tail -n 1 "$TRACE/$n/$who.out" 2>/dev/null)"
         done
         echo "the requester ran for $(cat "$TRACE/$n/requester.ms" 2>/dev/null || echo '?') ms; host B's rxe" \
-            "counters that moved: $(LC_ALL=C join "$TRACE/$n/counters-b.before" "$TRACE/$n/counters-b.after" 2>/dev/null |
-                awk '$3 != $2 { sub(/.*\//, "", $1); printf "%s+%d ", $1, $3 - $2 }')"
+            "counters that moved: $(counters_moved "$TRACE/$n" b | awk '{ sub(/.*\//, "", $1); printf "%s+%d ", $1, $2 }')"
         for who in responder requester; do
             echo "---- the $who (exit status $(cat "$TRACE/$n/$who.rc" 2>/dev/null || echo '?')) ----"
             cat "$TRACE/$n/$who.out" 2>/dev/null
@@ -357,8 +361,8 @@ lossy_batch() {
 retransmitted() {
     local d n=0
     for d in "$TRACE"/[0-9]*; do
-        n=$((n + $(LC_ALL=C join "$d/counters-b.before" "$d/counters-b.after" |
-            awk '$1 ~ /\/(completer_retry_err|rcvd_seq_err|duplicate_request)$/ { n += $3 - $2 } END { print n + 0 }')))
+        n=$((n + $(counters_moved "$d" b |
+            awk '$1 ~ /\/(completer_retry_err|rcvd_seq_err|duplicate_request)$/ { n += $2 } END { print n + 0 }')))
     done
     echo "retransmission counters on host B: $n"
     assert [ "$n" -gt 0 ]
