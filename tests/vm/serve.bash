@@ -143,13 +143,32 @@ cmd_exec() {
     local merged=0
     ! same_output || merged=1
     write_command "$q/$id.sh" "$id" "$merged" "$@"
+    local cmd_args=("$@")
     exec {bell}<>"$dir/ctl.in"
 
     # A signal here (timeout(1), Ctrl-C) reaches the command in the VM: TERM, then KILL if it is still
     # there 10 s later; this ends once it has (its files are gone only then: the agent reads its pid).
     local waiter="" rc=0 p
+    # where_now: before a command that overran is stopped, the agent says where each of its processes
+    # waits (tests/vm/agent, where_command): a test that hit its bound then names the wait that did not
+    # end, where its output alone stops at the last line printed.
+    where_now() {
+        printf 'where %s\n' "$id" >&"$bell"
+        local n=0 line
+        while [ ! -s "$q/$id.where" ] && vm_alive "$dir" && [ "$n" -lt 40 ]; do
+            n=$((n + 1))
+            sleep 0.05
+        done
+        [ -s "$q/$id.where" ] || return 0
+        say "still running when stopped: $* (pid, name, state, where in the VM's kernel):"
+        while IFS= read -r line; do printf 'vm:   %s\n' "$line" >&2; done <"$q/$id.where"
+    }
     stop_command() {
-        trap - INT TERM HUP USR1
+        # (a second signal must not cut this short and leave the command running: timeout(1) sends its
+        # TERM to this process and then to its whole process group, this process included)
+        trap '' INT TERM HUP USR1
+        # (TERM is what timeout(1) sends at a test's bound; Ctrl-C is a person, who knows why)
+        [ "$1" != TERM ] || where_now "${cmd_args[@]}"
         printf 'kill %s %s\n' "$id" "$1" >&"$bell"
         local n=0
         while [ ! -s "$q/$id.rc" ] && vm_alive "$dir" && [ "$n" -lt 300 ]; do
@@ -206,6 +225,7 @@ cmd_exec() {
         ;;
     *)
         say "timed out after $timeout_s s (--timeout) in the VM: $*; killing it"
+        where_now "$@"
         last_words "$dir"
         stop_command KILL 124
         ;;
