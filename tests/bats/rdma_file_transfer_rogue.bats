@@ -4,7 +4,8 @@
 # rdma_file_sender. Each test asserts the real program's error line, its exit status, that it ended in
 # time, that peer text reached the terminal quoted (no raw ESC byte), and on the receiver's side that
 # nothing is left under the final name and no temporary file either. RDMA CM only: run-bats --cm.
-# The ring is 4 slots of 4096 bytes (the rogue's lies are sized for it); -t 3 wherever a wait may run out.
+# The ring is 4 slots of 4096 bytes (the rogue's lies are sized for it); -t 3 wherever a wait may run out,
+# except the real receiver's wait for the rogue to connect (against_receiver).
 
 load test_helper/common
 
@@ -24,13 +25,16 @@ setup() {
     PEER_TIMEOUT=60
 }
 
-# against_receiver LIE [RECEIVER_ARGS...]: the real receiver (ring 4 x 4096 into $OUT, -t 3) in the
+# against_receiver LIE [RECEIVER_ARGS...]: the real receiver (ring 4 x 4096 into $OUT, -t 10) in the
 # background, the rogue sender under `run`: $output is the rogue's, $peer_output the receiver's;
-# $took the seconds both took.
+# $took the seconds both took. The receiver's -t counts from the moment it listens, and the rogue is
+# started only once the test has seen it listen: under load (CI, three suites on two cores) the rogue's
+# start under ASan took more than 3 s. Every lie here is caught at once; a test of a wait that must run
+# out gives its own -t.
 against_receiver() {
     local lie=$1 start=$SECONDS
     shift
-    cm_pair "$RECEIVER" -lp "$PORT" -t 3 -o "$OUT" --slots 4 --chunk 4096 "$@" -- \
+    cm_pair "$RECEIVER" -lp "$PORT" -t 10 -o "$OUT" --slots 4 --chunk 4096 "$@" -- \
         "$ROGUE" --role sender --lie "$lie" -sa "$CM_ADDR" -lp "$PORT" -t 10
     took=$((SECONDS - start))
     refute_sanitizer
@@ -222,15 +226,15 @@ signal_midway() {
 }
 
 @test "rogue sender: a stall after the offer ends the receiver within -t" {
-    against_receiver stall-after-offer
-    receiver_caught "receiver: step 4 failed: timed out after 3 s waiting for the next chunk"
-    within 12
+    # -t 5: long enough for the rogue to connect under load, short enough to wait out
+    against_receiver stall-after-offer -t 5
+    receiver_caught "receiver: step 4 failed: timed out after 5 s waiting for the next chunk"
 }
 
 @test "rogue sender: a trickle (a chunk every 2 s) ends the receiver at --deadline" {
-    # -t 10 (after the helper's -t 3): a chunk every 2 s, and under load a wait of 3 s for one can run out
-    # first; here only --deadline may end the transfer
-    against_receiver trickle -t 10 --deadline 5
+    # (the helper's -t 10: a chunk every 2 s, and under load a wait of 3 s for one could run out first;
+    # here only --deadline may end the transfer)
+    against_receiver trickle --deadline 5
     receiver_caught "receiver: step 4 failed: the whole transfer took longer than --deadline 5 s; we were waiting for the next chunk"
 }
 

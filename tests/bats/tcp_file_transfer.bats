@@ -62,9 +62,11 @@ start_program() {
     echo $! >"$BATS_TEST_TMPDIR/$name.pid"
 }
 
-# against_receiver LIE: the real receiver in the background, the lying sender under `run`.
+# against_receiver LIE: the real receiver in the background, the lying sender under `run`. (-t 10: the
+# receiver's wait for the liar runs from the moment it listens, and the liar, a Python program, starts
+# only once the test has seen that; every lie is caught at once, no wait has to run out.)
 against_receiver() {
-    start_peer receiver "$RECEIVER" -lp "$PORT" -t 3 -o "$OUT" --chunk "$CHUNK"
+    start_peer receiver "$RECEIVER" -lp "$PORT" -t 10 -o "$OUT" --chunk "$CHUNK"
     wait_listening receiver
     run timeout 60 "$PEER" sender "$PORT" "$1"
     wait_peer receiver
