@@ -50,7 +50,7 @@ base_args() {
     # (CONFIG_RANDOM_TRUST_CPU), so its random number generator is ready 0.07 s into the boot. Without
     # it, qemu64 has no source but interrupts, which an idle tickless VM has few of: the generator was
     # not ready at 3.8 s, and every program's std::random_device (getrandom(2), which blocks until it
-    # is) waited; on a loaded machine a suite's programs hung for minutes (tests/results.md).
+    # is) waited; on a loaded CI machine a suite's pairs ran past their 120 s bound (tests/results.md).
     local cpu_model=host
     if [ "$acc" != kvm ]; then
         cpu_model=qemu64,+rdrand
