@@ -52,6 +52,8 @@ struct CmQp {
     explicit CmQp(rdma_cm_id *owner) : id(owner) {}
     CmQp(const CmQp &) = delete;
     CmQp &operator=(const CmQp &) = delete;
+    /** @brief Take @p other's QP. @param other a CmQp, left empty */
+    CmQp(CmQp &&other) noexcept : id(std::exchange(other.id, nullptr)) {}
     /** @brief Take @p other's QP (destroying ours, if any). @param other a CmQp, left empty @return *this */
     CmQp &operator=(CmQp &&other) noexcept
     {

@@ -13,6 +13,7 @@
  * It never waits longer than -t for anything, and ends when the real program ends the connection
  * (exit 0: the lie was answered), or when its own -t runs out (exit 1).
  */
+#include "../../rdma_file_transfer/cm_qp.hpp"
 #include "../../rdma_file_transfer/connection.hpp"
 #include "../../rdma_file_transfer/events.hpp"
 #include "../../rdma_file_transfer/peer_checks.hpp"
@@ -305,11 +306,14 @@ void post_write(Link &l, const ControlMessage &ring, std::size_t offset, std::ui
     ++l.outstanding;
 }
 
-/** The CQ, its channel, and the QP on @p l.id, with its receives posted (before the peer can SEND). */
-void make_qp(Link &l, const Args &args)
+/** The CQ, its channel, and the QP on @p id, with its receives posted (before the peer can SEND); the
+ *  waits of events.hpp on them and on @p cm_channel. @return the QP, which must go before @p id does */
+CmQp make_qp(Link &l, const Args &args, rdma_cm_id *id, rdma_event_channel *cm_channel)
 {
-    l.channel.reset(check(ibv_create_comp_channel(l.id->verbs), "ibv_create_comp_channel"));
-    l.cq.reset(check(ibv_create_cq(l.id->verbs, 1024, nullptr, l.channel.get(), 0), "ibv_create_cq"));
+    l.cq.reset(); // (an earlier try's, its QP gone: a CQ goes before its channel, which it holds)
+    l.channel.reset();
+    l.channel.reset(check(ibv_create_comp_channel(id->verbs), "ibv_create_comp_channel"));
+    l.cq.reset(check(ibv_create_cq(id->verbs, 1024, nullptr, l.channel.get(), 0), "ibv_create_cq"));
     l.msg_mr.reset(
         check(ibv_reg_mr(l.pd.get(), l.messages.data(), l.messages.size(), IBV_ACCESS_LOCAL_WRITE), "ibv_reg_mr"));
     ibv_qp_init_attr init{};
@@ -318,11 +322,12 @@ void make_qp(Link &l, const Args &args)
     init.qp_type = IBV_QPT_RC;
     init.cap = {
         .max_send_wr = 64, .max_recv_wr = recv_slots, .max_send_sge = 1, .max_recv_sge = 1, .max_inline_data = 0};
-    check_rc(rdma_create_qp(l.id.get(), l.pd.get(), &init), "rdma_create_qp");
-    l.qp.reset(l.id.get());
+    check_rc(rdma_create_qp(id, l.pd.get(), &init), "rdma_create_qp");
+    CmQp qp(id);
     for (std::uint32_t i = 0; i < l.receives; ++i)
-        post_receives(l.id->qp, 1, l.recv_buf(i), l.msg_mr->lkey);
-    l.events.emplace(Events{l.cq.get(), l.channel.get(), l.cm.channel.get(), args.timeout_s, Deadline(3600), l.peer});
+        post_receives(id->qp, 1, l.recv_buf(i), l.msg_mr->lkey);
+    l.events.emplace(Events{l.cq.get(), l.channel.get(), cm_channel, args.timeout_s, Deadline(3600), l.peer});
+    return qp;
 }
 
 /** knock: @p n connection requests, one after the other, each given up at once: a new cm_id, its
@@ -350,25 +355,25 @@ void knock(const Args &args, std::uint64_t n)
            peer.c_str());
 }
 
-/** Rogue sender: connect to rdma_file_receiver (one try: the test starts us once it listens). */
+/** Rogue sender: connect to rdma_file_receiver, again while nobody listens, as rdma_file_sender does
+ *  (cm_retry()): the test starts us together with the receiver, not once it listens, so that our own
+ *  start (under ASan, in a VM on a loaded machine: seconds) does not eat into the receiver's -t. */
 void connect_to_receiver(Link &l, const Args &args)
 {
-    SockAddr dst = parse_server_addr(*args.server_addr, args.server_addr_type, args.listen_port);
-    l.cm.channel = create_event_channel();
-    rdma_cm_id *raw = nullptr;
-    check_rc(rdma_create_id(l.cm.channel.get(), &raw, nullptr, RDMA_PS_TCP), "rdma_create_id");
-    l.id.reset(raw);
-    const std::string peer = addr_to_string(dst.get());
-    check_rc(rdma_resolve_addr(l.id.get(), nullptr, dst.get(), args.timeout_s * 1000), "rdma_resolve_addr");
-    expect_cm_event(l.cm.channel.get(), RDMA_CM_EVENT_ADDR_RESOLVED, args.timeout_s, "the receiver's address", peer);
-    check_rc(rdma_resolve_route(l.id.get(), args.timeout_s * 1000), "rdma_resolve_route");
-    expect_cm_event(l.cm.channel.get(), RDMA_CM_EVENT_ROUTE_RESOLVED, args.timeout_s, "a route", peer);
-    l.pd.reset(check(ibv_alloc_pd(l.id->verbs), "ibv_alloc_pd"));
-    make_qp(l, args);
-    rdma_conn_param param = cm_conn_param(l.id->qp);
-    check_rc(rdma_connect(l.id.get(), &param), "rdma_connect");
-    expect_cm_event(l.cm.channel.get(), RDMA_CM_EVENT_ESTABLISHED, args.timeout_s, "the receiver to accept", peer);
-    info("connected to %s", peer.c_str());
+    l.pd.reset(check(ibv_alloc_pd(cm_context(l.dev)), "ibv_alloc_pd")); // (every try's cm_id has this context)
+    l.cm = cm_retry(args.cm_server(), args.timeout_s, nullptr, [&](CmTry &this_try) {
+        if (!this_try.resolve(l.dev))
+            return false;
+        CmQp try_qp = make_qp(l, args, this_try.conn.id.get(), this_try.conn.channel.get()); // (goes first)
+        rdma_conn_param param = cm_conn_param(this_try.conn.id->qp);
+        check_rc(rdma_connect(this_try.conn.id.get(), &param), "rdma_connect");
+        if (!established(this_try, args.timeout_s))
+            return false;
+        l.qp = std::move(try_qp);
+        return true;
+    });
+    l.id = std::move(l.cm.id); // (the Link's id, as on the rogue receiver; l.cm keeps the channel)
+    info("connected to %s", l.cm.peer.c_str());
 }
 
 /** Rogue receiver: listen, accept one rdma_file_sender, register a real ring of rogue_slots x rogue_chunk
@@ -393,7 +398,7 @@ void accept_sender(Link &l, const Args &args)
         l.data_mr.reset(check(ibv_reg_mr_iova(l.pd.get(), l.data->data(), l.data->size(), 0,
                                               IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE),
                               "ibv_reg_mr_iova"));
-        make_qp(l, args);
+        l.qp = make_qp(l, args, l.id.get(), l.cm.channel.get());
         rdma_conn_param param = cm_conn_param(l.id->qp);
         check_rc(rdma_accept(l.id.get(), &param), "rdma_accept");
     }

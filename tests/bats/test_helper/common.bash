@@ -162,6 +162,14 @@ stop_peer() {
     wait_peer "$1"
 }
 
+# show_both_sides: in a teardown, after a failed test, the output and exit status of both sides of its
+# last pair: an assertion prints only the side it looked at, and why the other stopped is often why.
+show_both_sides() {
+    [ -z "${BATS_TEST_COMPLETED:-}" ] && [ -n "${peer_output+set}" ] || return 0
+    printf '%s\n' "-- the side started first (exit ${peer_status:-?}):" "$peer_output" \
+        "-- the side under run (exit ${status:-?}):" "$output"
+}
+
 # run_pair RESPONDER [ARGS...] -- REQUESTER [ARGS...]
 # The responder (or receiver) runs in the background; the requester runs under `run`, so $status and
 # $output are the requester's. Afterwards $peer_status and $peer_output are the responder's (assert on
