@@ -33,9 +33,10 @@ teardown() {
 # background, the rogue sender under `run`, both started at once: $output is the rogue's, $peer_output
 # the receiver's; $took the seconds both took. The rogue connects again while nobody listens, as the
 # real sender does, so the receiver's -t, which counts from its listen, never pays for the rogue's
-# start: a rogue started only once the receiver listened took over 3 s (CI, 2026-11-30) and over 10 s
-# (CI, 2026-11-30) to connect under load, under ASan, with three suites on two cores. Every lie here is
-# caught at once; a test of a wait that must run out gives its own -t.
+# start. Started only once the receiver listened, it had not connected when that -t ran out: 3 s in a
+# clean-clone run here, 10 s in CI (2026-11-30, under ASan, three suites on two cores; test 1 takes 19 s
+# here beside the valgrind and stress suites, 3.3 s alone). Every lie here is caught at once; a test of
+# a wait that must run out gives its own -t.
 against_receiver() {
     local lie=$1 start=$SECONDS
     shift
