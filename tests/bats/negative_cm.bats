@@ -78,7 +78,9 @@ setup() {
 }
 
 @test "cm: a second server on the same port is refused with a hint" {
-    start_peer server "$RECEIVE" -cm -nc 1 -lp "$PORT" -t 10
+    # -t 30: the first server's wait spans two starts, the second server's and the sender's, each of
+    # which took seconds under CI's load; it ends when the sender comes
+    start_peer server "$RECEIVE" -cm -nc 1 -lp "$PORT" -t 30
     wait_listening server
     run -1 --separate-stderr "$RECEIVE" -cm -nc 1 -lp "$PORT" -t 5
     assert_regex "$stderr" "receiver: step 5 failed: rdma_bind_addr\(port $PORT\): "
