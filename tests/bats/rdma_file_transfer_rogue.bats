@@ -25,10 +25,6 @@ setup() {
     PEER_TIMEOUT=60
 }
 
-teardown() {
-    show_both_sides
-}
-
 # against_receiver LIE [RECEIVER_ARGS...]: the real receiver (ring 4 x 4096 into $OUT, -t 10) in the
 # background, the rogue sender under `run`, both started at once: $output is the rogue's, $peer_output
 # the receiver's; $took the seconds both took. The rogue connects again while nobody listens, as the

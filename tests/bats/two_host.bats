@@ -10,6 +10,7 @@ setup() {
 }
 
 teardown() {
+    show_both_sides
     teardown_two_hosts
 }
 

@@ -170,6 +170,9 @@ show_both_sides() {
         "-- the side under run (exit ${status:-?}):" "$output"
 }
 
+# teardown: every file's, unless it has its own (which then calls show_both_sides itself).
+teardown() { show_both_sides; }
+
 # run_pair RESPONDER [ARGS...] -- REQUESTER [ARGS...]
 # The responder (or receiver) runs in the background; the requester runs under `run`, so $status and
 # $output are the requester's. Afterwards $peer_status and $peer_output are the responder's (assert on
