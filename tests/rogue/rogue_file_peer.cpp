@@ -310,8 +310,7 @@ void post_write(Link &l, const ControlMessage &ring, std::size_t offset, std::ui
  *  waits of events.hpp on them and on @p cm_channel. @return the QP, which must go before @p id does */
 CmQp make_qp(Link &l, const Args &args, rdma_cm_id *id, rdma_event_channel *cm_channel)
 {
-    l.cq.reset(); // (an earlier try's, its QP gone: a CQ goes before its channel, which it holds)
-    l.channel.reset();
+    l.cq.reset(); // (an earlier try's, its QP gone: a CQ goes before the channel it holds)
     l.channel.reset(check(ibv_create_comp_channel(id->verbs), "ibv_create_comp_channel"));
     l.cq.reset(check(ibv_create_cq(id->verbs, 1024, nullptr, l.channel.get(), 0), "ibv_create_cq"));
     l.msg_mr.reset(
