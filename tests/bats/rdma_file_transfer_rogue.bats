@@ -5,7 +5,8 @@
 # time, that peer text reached the terminal quoted (no raw ESC byte), and on the receiver's side that
 # nothing is left under the final name and no temporary file either. RDMA CM only: run-bats --cm.
 # The ring is 4 slots of 4096 bytes (the rogue's lies are sized for it); -t 3 wherever a wait may run out,
-# except the real receiver's wait for the rogue to connect (against_receiver).
+# except the waits for the other side to connect: the real receiver's (-t 10, against_receiver) and
+# the rogue receiver's (-t 30, against_sender).
 
 load test_helper/common
 
@@ -69,8 +70,8 @@ refute_escape() {
 }
 
 # within SECONDS: the run took at most SECONDS. The tests give 30: both starts included, under ASan in
-# a VM sharing two cores with two other suites (a start alone took over 10 s in CI), and well under the
-# 60 s at which pair_run stops a side. A wait that ran out shows in the error line, which is checked too.
+# a VM sharing two cores with two other suites (a wait for a start ran past 10 s in CI), and well under
+# the 60 s at which pair_run stops a side. A wait that ran out shows in the error line, checked too.
 within() {
     [ "$took" -le "$1" ] || fail "took $took s; the bound is $1 s"
 }
